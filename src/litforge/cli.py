@@ -1,0 +1,31 @@
+"""Entry-point plumbing: how user errors reach the terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from litforge.errors import ConfigError
+
+# conf/ at the project root. An absolute path, because Hydra resolves a relative
+# config_path against the calling *module* (litforge.train -> a `conf` package) when the
+# entry point lives in a package.
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+
+
+@contextlib.contextmanager
+def report_user_errors() -> Iterator[None]:
+    """Turn a ConfigError into one `error: ...` line and exit status 2.
+
+    HYDRA_FULL_ERROR=1 (Hydra's own switch) lets the full traceback through.
+    """
+    try:
+        yield
+    except ConfigError as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

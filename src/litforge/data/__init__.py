@@ -1,0 +1,1 @@
+"""LightningDataModules, one per file. Every dataset ships with an installed package."""

@@ -1,0 +1,45 @@
+"""DataLoader construction shared by the DataModules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils.data import Dataset, DistributedSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+
+def train_loader(
+    dataset: Dataset,
+    trainer: Any,
+    batch_size: int,
+    num_workers: int,
+    seed: int,
+    shuffle: bool = True,
+) -> StatefulDataLoader:
+    """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
+
+    The sampler is a `DistributedSampler` even in a single process: Lightning calls its
+    `set_epoch` each epoch and, because the DataModule built it, leaves it alone under
+    DDP (Lightning's own sampler wrapper does not resume to the same order). The
+    `StatefulDataLoader` lets Lightning save and restore the position inside an epoch.
+    """
+    world_size = getattr(trainer, "world_size", 1) if trainer is not None else 1
+    rank = getattr(trainer, "global_rank", 0) if trainer is not None else 0
+    sampler = DistributedSampler(
+        dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False
+    )
+    return StatefulDataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+    )
+
+
+def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> StatefulDataLoader:
+    """In order, not sharded: every rank sees the whole (small) evaluation set, so metrics
+    need no padding correction; torchmetrics syncs them across ranks."""
+    return StatefulDataLoader(
+        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers
+    )

@@ -1,0 +1,107 @@
+"""Character-level text from Python's own `pydoc_data.topics` (about 465k characters).
+
+The vocabulary is the 128 ASCII code points: the corpus is ASCII except ~575 typographic
+characters (curly quotes, dashes, ellipses), which are mapped to ASCII look-alikes, so a
+token is a character and the loss is in nats per character.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import Dataset
+
+from litforge.data.loaders import eval_loader, train_loader
+
+VOCAB_SIZE = 128
+_ASCII_LOOKALIKES = str.maketrans(
+    {"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2026": "...",
+     "\u2014": "--", "\u2013": "-", "\u00df": "ss", "\u00b0": " deg"}
+)  # fmt: skip
+
+
+def encode(text: str) -> torch.Tensor:
+    """Text -> 1-D uint8 tensor of ASCII ids; other characters become '?'."""
+    ascii_text = text.translate(_ASCII_LOOKALIKES).encode("ascii", errors="replace")
+    return torch.frombuffer(bytearray(ascii_text), dtype=torch.uint8).clone()
+
+
+def decode(ids: torch.Tensor | list[int]) -> str:
+    return bytes(int(i) for i in ids).decode("ascii", errors="replace")
+
+
+def load_corpus() -> str:
+    """Every pydoc topic, in sorted key order so the corpus is the same on every run."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key] for key in sorted(topics))
+
+
+class CharWindows(Dataset):
+    """Non-overlapping windows: item i is (ids[i*T : i*T+T], ids[i*T+1 : i*T+T+1])."""
+
+    def __init__(self, ids: torch.Tensor, block_size: int) -> None:
+        self.ids = ids.long()
+        self.block_size = block_size
+
+    def __len__(self) -> int:
+        return (len(self.ids) - 1) // self.block_size
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = i * self.block_size
+        chunk = self.ids[start : start + self.block_size + 1]
+        return chunk[:-1], chunk[1:]
+
+
+class TextDataModule(L.LightningDataModule):
+    """Split by position: the first `train_fraction` for training, then val, then test."""
+
+    vocab_size = VOCAB_SIZE
+
+    def __init__(
+        self,
+        block_size: int = 128,
+        batch_size: int = 32,
+        train_fraction: float = 0.9,
+        val_fraction: float = 0.05,
+        shuffle_seed: int = 0,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
+            raise ValueError("data.train_fraction + data.val_fraction must lie in (0, 1)")
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.train_fraction = train_fraction
+        self.val_fraction = val_fraction
+        self.shuffle_seed = shuffle_seed
+        self.shuffle = shuffle
+        self.num_workers = num_workers
+        self.train_set = self.val_set = self.test_set = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        ids = encode(load_corpus())
+        n_train = int(len(ids) * self.train_fraction)
+        n_val = int(len(ids) * self.val_fraction)
+        self.train_set = CharWindows(ids[:n_train], self.block_size)
+        self.val_set = CharWindows(ids[n_train : n_train + n_val], self.block_size)
+        self.test_set = CharWindows(ids[n_train + n_val :], self.block_size)
+
+    def train_dataloader(self):
+        return train_loader(
+            self.train_set,
+            self.trainer,
+            self.batch_size,
+            self.num_workers,
+            self.shuffle_seed,
+            self.shuffle,
+        )
+
+    def val_dataloader(self):
+        return eval_loader(self.val_set, self.batch_size, self.num_workers)
+
+    def test_dataloader(self):
+        return eval_loader(self.test_set, self.batch_size, self.num_workers)

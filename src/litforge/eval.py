@@ -1,0 +1,62 @@
+"""The evaluation recipe: test one checkpoint, optionally sample from a language model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from litforge import build, checkpoint_file, console, run_record
+from litforge.checks import check_config
+from litforge.cli import CONF_DIR, report_user_errors
+from litforge.errors import ConfigError
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    check_config(cfg)
+    checkpoint = checkpoint_file.load(cfg.ckpt_path)
+    run_dir = Path(cfg.run_dir)
+    run_record.write_start(run_dir, cfg)
+
+    datamodule = build.build_datamodule(cfg)
+    module = build.build_module(cfg)
+    checkpoint_file.check_matches(checkpoint, module, cfg.ckpt_path)
+    if cfg.sample.prompt is not None and not hasattr(module, "sample"):
+        raise ConfigError(f"sample.prompt is set, but {type(module).__name__} cannot generate text")
+    # Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
+    module.load_state_dict(checkpoint["state_dict"])
+    trainer = build.build_trainer(
+        cfg, build.build_callbacks(cfg), build.build_loggers(cfg), enable_checkpointing=False
+    )
+    results = trainer.test(module, datamodule=datamodule)
+    metrics = {k: run_record.as_float(v) for k, v in results[0].items()}
+    metrics.update(
+        ckpt_path=str(cfg.ckpt_path),
+        precision_requested=str(cfg.trainer.precision),
+        precision_effective=build.effective_precision(trainer),
+    )
+    if trainer.is_global_zero:
+        run_record.write_metrics(run_dir, metrics)
+        if cfg.sample.prompt is not None:
+            sample(module, cfg.sample, run_dir)
+        console.info("run directory: %s", run_dir.resolve())
+    return metrics
+
+
+def sample(module: Any, opts: DictConfig, run_dir: Path) -> str:
+    """Continue opts.prompt with the model; printed and saved as run_dir/sample.txt."""
+    from litforge.data.text import decode, encode
+
+    ids = module.sample(encode(opts.prompt), opts.max_new_tokens, opts.temperature, opts.top_k)
+    text = decode(ids)
+    (run_dir / "sample.txt").write_text(text)
+    print(text)
+    return text
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
+def main(cfg: DictConfig) -> None:
+    with report_user_errors():
+        evaluate(cfg)

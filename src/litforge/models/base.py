@@ -1,0 +1,58 @@
+"""What every litforge LightningModule shares: AdamW, warmup + cosine LR, a class tag."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+
+
+def model_class_name(module: type) -> str:
+    return f"{module.__module__}.{module.__qualname__}"
+
+
+class LitforgeModule(L.LightningModule):
+    """Subclasses call `save_hyperparameters()` with plain dicts only (numbers, strings,
+    lists), so checkpoints load with `torch.load(weights_only=True)`.
+
+    optimizer: keyword arguments of `torch.optim.AdamW` (lr, betas, eps, weight_decay).
+    scheduler: None for a constant LR, or {warmup_steps, min_lr_ratio} for linear warmup
+    followed by cosine decay to `min_lr_ratio * lr` at the last optimizer step.
+    """
+
+    net: torch.nn.Module
+
+    def configure_optimizers(self) -> Any:
+        opt_kwargs = dict(self.hparams.optimizer)
+        weight_decay = opt_kwargs.pop("weight_decay", 0.0)
+        params = [p for p in self.parameters() if p.requires_grad]
+        # Decay matrices only; biases, norms and gains stay undecayed (GPT-2 practice).
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, **opt_kwargs)
+        sched = self.hparams.get("scheduler")
+        if not sched:
+            return optimizer
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = int(sched.get("warmup_steps", 0))
+        floor = float(sched.get("min_lr_ratio", 0.1))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Lets eval.py refuse a checkpoint of another model with a clear message.
+        checkpoint["litforge_model_class"] = model_class_name(type(self))

@@ -1,0 +1,51 @@
+"""Image classification: cross-entropy loss and accuracy around `litforge.nets.cnn.CNN`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+from torchmetrics.classification import MulticlassAccuracy
+
+from litforge.models.base import LitforgeModule
+from litforge.nets.cnn import CNN
+
+
+class Classifier(LitforgeModule):
+    """net: keyword arguments of `CNN`; optimizer, scheduler: see `LitforgeModule`."""
+
+    def __init__(
+        self,
+        net: dict[str, Any],
+        optimizer: dict[str, Any],
+        scheduler: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = CNN(**net)
+        num_classes = self.net.head[-1].out_features
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.net(images)
+
+    def _step(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str, acc) -> torch.Tensor:
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        acc(logits, labels)
+        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, sync_dist=True)
+        self.log(f"{stage}/acc", acc, on_step=False, on_epoch=True)
+        return loss
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "train", self.train_acc)
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._step(batch, "val", self.val_acc)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._step(batch, "test", self.test_acc)

@@ -1,0 +1,64 @@
+"""Next-token prediction around `litforge.nets.gpt.GPT`; the loss is in nats per token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from litforge.models.base import LitforgeModule
+from litforge.nets.gpt import GPT
+
+
+class LanguageModel(LitforgeModule):
+    """net: keyword arguments of `GPT`; optimizer, scheduler: see `LitforgeModule`.
+
+    gradient_checkpointing: recompute each transformer block in the backward pass,
+    trading about one extra forward for activation memory.
+    """
+
+    def __init__(
+        self,
+        net: dict[str, Any],
+        optimizer: dict[str, Any],
+        scheduler: dict[str, Any] | None = None,
+        gradient_checkpointing: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = GPT(**net)
+        self.net.gradient_checkpointing = gradient_checkpointing
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.net(idx)
+
+    def _loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        inputs, targets = batch
+        logits = self(inputs)
+        # Cross-entropy in float32 even under bf16/fp16 autocast: the log-softmax over
+        # the vocabulary is where low precision loses the most.
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, sync_dist=True, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self.log("val/loss", self._loss(batch), on_epoch=True, sync_dist=True, prog_bar=True)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self.log("test/loss", self._loss(batch), on_epoch=True, sync_dist=True)
+
+    def sample(
+        self, prompt_ids: torch.Tensor, max_new_tokens: int, temperature: float, top_k: int | None
+    ) -> torch.Tensor:
+        """Continue a 1-D prompt; returns the prompt plus the new ids."""
+        was_training = self.training
+        self.eval()
+        out = self.net.generate(
+            prompt_ids[None].to(self.device), max_new_tokens, temperature, top_k
+        )
+        self.train(was_training)
+        return out[0].cpu()

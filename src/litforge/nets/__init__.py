@@ -1,0 +1,1 @@
+"""Plain `nn.Module`s: no Lightning, no Hydra."""

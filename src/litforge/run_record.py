@@ -1,0 +1,60 @@
+"""What a run leaves in its run directory besides Lightning's own files.
+
+run_dir/
+  config.yaml     the resolved config (no interpolations left)
+  run.json        command line, git commit and dirty flag, start time, host
+  metrics.json    final metrics as logged, plus requested and effective precision
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def git_state() -> dict[str, Any]:
+    commit = _git("rev-parse", "HEAD")
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if commit else None
+    return {"git_commit": commit, "git_dirty": dirty}
+
+
+@rank_zero_only
+def write_start(run_dir: Path, cfg: DictConfig) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    record = {
+        "command": shlex.join(["python", *sys.argv]),
+        **git_state(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": socket.gethostname(),
+    }
+    (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def as_float(value: Any) -> float | None:
+    """Tensor or number -> float; NaN and inf become None (JSON has no spelling for them)."""
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+@rank_zero_only
+def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,74 @@
+"""The training recipe: `python train.py [overrides]`, composed from conf/train.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig
+
+from litforge import build, console, run_record
+from litforge.checks import check_config
+from litforge.cli import CONF_DIR, report_user_errors
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, then test the best checkpoint; returns (and writes) the final metrics."""
+    check_config(cfg)
+    run_dir = Path(cfg.run_dir)
+    console.show_config(cfg)
+    run_record.write_start(run_dir, cfg)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    datamodule = build.build_datamodule(cfg)
+    module = build.build_module(cfg)
+    callbacks = build.build_callbacks(cfg)
+    loggers = build.build_loggers(cfg)
+    trainer = build.build_trainer(cfg, callbacks, loggers)
+
+    effective_batch = cfg.data.batch_size * trainer.accumulate_grad_batches * trainer.world_size
+    console.info(
+        "effective batch size %d = data.batch_size %d x accumulate_grad_batches %d x %d processes",
+        effective_batch, cfg.data.batch_size, trainer.accumulate_grad_batches, trainer.world_size,
+    )  # fmt: skip
+    for logger in trainer.loggers:
+        logger.log_hyperparams({"effective_batch_size": effective_batch})
+
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    metrics = {k: run_record.as_float(v) for k, v in trainer.callback_metrics.items()}
+
+    if cfg.get("test", True):
+        checkpoint = trainer.checkpoint_callback
+        best = checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else ""
+        # "best" reloads the best weights; without a checkpoint, test what is in memory.
+        results = trainer.test(module, datamodule=datamodule, ckpt_path="best" if best else None)
+        metrics.update({k: run_record.as_float(v) for k, v in results[0].items()})
+        metrics["best_checkpoint"] = best or None
+
+    metrics.update(
+        precision_requested=str(cfg.trainer.precision),
+        precision_effective=build.effective_precision(trainer),
+        effective_batch_size=effective_batch,
+        global_step=trainer.global_step,
+        epoch=trainer.current_epoch,
+    )
+    if trainer.is_global_zero:
+        run_record.write_metrics(run_dir, metrics)
+        summary = ", ".join(
+            f"{k}={v:.4f}"
+            for k, v in sorted(metrics.items())
+            if k.startswith(("val/", "test/")) and isinstance(v, float)
+        )
+        console.info("finished: %s", summary)
+        console.info("run directory: %s", run_dir.resolve())
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    with report_user_errors():
+        metrics = train(cfg)
+    return metrics.get(cfg.get("optimized_metric"))
