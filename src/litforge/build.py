@@ -8,7 +8,7 @@ from typing import Any
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.accelerators import CUDAAccelerator
-from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
@@ -32,8 +32,10 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
     return [instantiate(item, _convert_="all") for item in group.values() if item is not None]
 
 
-def build_callbacks(cfg: DictConfig) -> list[L.Callback]:
+def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[L.Callback]:
     callbacks = _instantiate_each(cfg.get("callbacks"))
+    if not with_logger:  # LearningRateMonitor refuses to run without a logger
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     callbacks.append(EpochLog())
     if console.interactive() and cfg.trainer.get("enable_progress_bar", True) is not False:
         callbacks.append(RichProgressBar())
@@ -48,7 +50,7 @@ def build_trainer(
     cfg: DictConfig, callbacks: list[L.Callback], loggers: list[Any], **overrides: Any
 ) -> L.Trainer:
     """Trainer(**cfg.trainer) after checking the precision against the hardware."""
-    kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     if not console.interactive():
         kwargs["enable_progress_bar"] = False  # carriage-return bars garble logs
     kwargs.update(overrides)
@@ -61,6 +63,15 @@ def build_trainer(
     if note:
         console.warn(note)
     return trainer
+
+
+def _trainer_value(value: Any) -> Any:
+    """A `{_target_: ...}` entry (a profiler, a strategy object) becomes that object."""
+    if OmegaConf.is_dict(value) and "_target_" in value:
+        return instantiate(value, _convert_="all")
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
 
 
 def effective_precision(trainer: L.Trainer) -> str:

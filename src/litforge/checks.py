@@ -66,7 +66,7 @@ def _check_resolves(cfg: DictConfig) -> None:
         OmegaConf.to_container(cfg, resolve=True)
     except InterpolationResolutionError as err:
         raise ConfigError(
-            f"{err.full_key}: {err.msg}. The selected config groups do not fit together "
+            f"{err.full_key}: {str(err).splitlines()[0]}. The selected config groups do not fit together "
             "(model=gpt reads block_size from data=text: use experiment=gpt_char)"
         ) from err
 

@@ -29,3 +29,20 @@ def report_user_errors() -> Iterator[None]:
             raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+def quote_numeric_choices(
+    overrides: list[str], groups: tuple[str, ...] = ("precision",)
+) -> list[str]:
+    """`precision=32` -> `precision='32'`.
+
+    Hydra's override grammar parses 32 as an integer and then rejects it as a config-group
+    choice ("Config group override must be a string"); quoting keeps `precision=32` typable.
+    """
+    quoted = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.lstrip("+") in groups and value.isdigit():
+            item = f"{key}='{value}'"
+        quoted.append(item)
+    return quoted

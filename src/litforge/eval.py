@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from omegaconf import DictConfig
 
 from litforge import build, checkpoint_file, console, run_record
 from litforge.checks import check_config
-from litforge.cli import CONF_DIR, report_user_errors
+from litforge.cli import CONF_DIR, quote_numeric_choices, report_user_errors
 from litforge.errors import ConfigError
 
 
@@ -27,9 +28,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"sample.prompt is set, but {type(module).__name__} cannot generate text")
     # Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
     module.load_state_dict(checkpoint["state_dict"])
-    trainer = build.build_trainer(
-        cfg, build.build_callbacks(cfg), build.build_loggers(cfg), enable_checkpointing=False
-    )
+    loggers = build.build_loggers(cfg)
+    callbacks = build.build_callbacks(cfg, with_logger=bool(loggers))
+    trainer = build.build_trainer(cfg, callbacks, loggers, enable_checkpointing=False)
     results = trainer.test(module, datamodule=datamodule)
     metrics = {k: run_record.as_float(v) for k, v in results[0].items()}
     metrics.update(
@@ -57,6 +58,12 @@ def sample(module: Any, opts: DictConfig, run_dir: Path) -> str:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
-def main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> None:
     with report_user_errors():
         evaluate(cfg)
+
+
+def main() -> None:
+    """Console entry point (the root script calls this)."""
+    sys.argv = quote_numeric_choices(sys.argv)
+    _hydra_main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from omegaconf import DictConfig
 
 from litforge import build, console, run_record
 from litforge.checks import check_config
-from litforge.cli import CONF_DIR, report_user_errors
+from litforge.cli import CONF_DIR, quote_numeric_choices, report_user_errors
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -25,8 +26,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
-    callbacks = build.build_callbacks(cfg)
     loggers = build.build_loggers(cfg)
+    callbacks = build.build_callbacks(cfg, with_logger=bool(loggers))
     trainer = build.build_trainer(cfg, callbacks, loggers)
 
     effective_batch = cfg.data.batch_size * trainer.accumulate_grad_batches * trainer.world_size
@@ -68,7 +69,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
-def main(cfg: DictConfig) -> float | None:
+def _hydra_main(cfg: DictConfig) -> float | None:
     with report_user_errors():
         metrics = train(cfg)
     return metrics.get(cfg.get("optimized_metric"))
+
+
+def main() -> None:
+    """Console entry point (the root script calls this)."""
+    sys.argv = quote_numeric_choices(sys.argv)
+    _hydra_main()

@@ -1,0 +1,78 @@
+"""Composition: every option of every group composes, and the trainer group is complete."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra.errors import MissingConfigException
+
+from litforge.checks import check_config
+from litforge.cli import CONF_DIR
+from litforge.errors import ConfigError
+
+GROUPS = sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir() and p.name != "hydra")
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+
+
+def test_the_groups_the_readme_promises_exist():
+    assert set(GROUPS) >= {"data", "model", "precision", "trainer", "logger", "callbacks", "debug"}
+    assert set(options("precision")) == {"32", "16-mixed", "bf16-mixed", "bf16-true", "16-true"}
+    assert {"default", "cpu", "gpu", "ddp"} <= set(options("trainer"))
+    assert {"fdr", "overfit", "limit", "profiler"} <= set(options("debug"))
+
+
+@pytest.mark.parametrize(
+    "override",
+    [f"{group}={option}" for group in GROUPS for option in options(group)],
+)
+def test_every_option_composes_and_passes_checks(make_cfg, override):
+    # The GPT reads its block size from the text data, so those two come as a pair.
+    base = ["experiment=gpt_char"] if override in ("model=gpt", "data=text") else []
+    cfg = make_cfg(*base, override)
+    if override == "trainer=gpu" and not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="trainer.accelerator=gpu but no CUDA GPU"):
+            check_config(cfg)
+    else:
+        check_config(cfg)
+
+
+def test_precision_group_sets_the_trainer_precision(make_cfg):
+    assert make_cfg("precision=bf16-mixed").trainer.precision == "bf16-mixed"
+    assert make_cfg().trainer.precision == "32"
+    # True fp16 cannot represent AdamW's default eps (1e-8 rounds to 0): the group raises it.
+    assert make_cfg("precision=16-true").model.optimizer.eps == pytest.approx(1e-4)
+
+
+def test_trainer_config_lists_every_trainer_argument(make_cfg):
+    expected = set(inspect.signature(L.Trainer.__init__).parameters) - {
+        "self",
+        "callbacks",
+        "logger",
+    }
+    assert set(make_cfg().trainer) == expected
+
+
+def test_any_trainer_key_overrides_without_plus(make_cfg):
+    cfg = make_cfg(
+        "trainer.devices=4", "trainer.gradient_clip_val=1.0", "trainer.max_time=00:00:01:00"
+    )
+    assert cfg.trainer.devices == 4
+    assert cfg.trainer.gradient_clip_val == 1.0
+
+
+@pytest.mark.parametrize(
+    "override", ["precision=fp8", "model=resnet", "data=imagenet", "trainer=tpu"]
+)
+def test_unknown_group_option_names_the_valid_ones(make_cfg, override):
+    with pytest.raises(MissingConfigException) as err:
+        make_cfg(override)
+    group = override.split("=")[0]
+    assert f"Could not find '{group}/" in str(err.value)
+    assert options(group)[0] in str(err.value.options)
