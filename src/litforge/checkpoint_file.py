@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,27 @@ def load(path: str) -> dict[str, Any]:
     try:
         checkpoint = torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
+        unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        if unsafe:
+            raise ConfigError(
+                f"ckpt_path={path} contains a pickled {unsafe.group(1)} object; it is refused "
+                "because loading it could run arbitrary code (only tensors and plain values "
+                "load with weights_only=True)"
+            ) from err
         raise ConfigError(
-            f"ckpt_path={path} holds objects that are not plain tensors or values, so it is "
-            f"refused (loading it could run arbitrary code): {str(err).splitlines()[0]}"
+            f"ckpt_path={path} is not a readable checkpoint: {_first_line(err)}"
         ) from err
     except (OSError, RuntimeError, EOFError) as err:
-        raise ConfigError(f"ckpt_path={path} is not a readable checkpoint: {err}") from err
+        raise ConfigError(
+            f"ckpt_path={path} is not a readable checkpoint: {_first_line(err)}"
+        ) from err
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError(f"ckpt_path={path} is not a Lightning checkpoint (no state_dict)")
     return checkpoint
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def check_matches(checkpoint: dict[str, Any], module: torch.nn.Module, path: str) -> None:
