@@ -48,8 +48,8 @@ def run_entry(
     script: str, *args: str, run_dir: Path, env: dict[str, str] | None = None, timeout: int = 300
 ) -> subprocess.CompletedProcess:
     """`python {script} {args}` at the repo root with its run directory at run_dir."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    full_env.pop("HYDRA_FULL_ERROR", None) if env is None else None
+    full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    full_env.update(PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run(
         [sys.executable, script, *args, f"hydra.run.dir={run_dir}"],
         cwd=ROOT,

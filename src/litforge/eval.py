@@ -50,7 +50,9 @@ def sample(module: Any, opts: DictConfig, run_dir: Path) -> str:
     """Continue opts.prompt with the model; printed and saved as run_dir/sample.txt."""
     from litforge.data.text import decode, encode
 
-    ids = module.sample(encode(opts.prompt).long(), opts.max_new_tokens, opts.temperature, opts.top_k)
+    ids = module.sample(
+        encode(opts.prompt).long(), opts.max_new_tokens, opts.temperature, opts.top_k
+    )
     text = decode(ids)
     (run_dir / "sample.txt").write_text(text)
     print(text)
