@@ -11,7 +11,6 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch is pinned in the same command so the resolver never pulls another build.
 	$(BIN)/python -m pip install --quiet $(TORCH) -e ".[dev]"
 	touch $(STAMP)

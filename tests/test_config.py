@@ -76,3 +76,32 @@ def test_unknown_group_option_names_the_valid_ones(make_cfg, override):
     group = override.split("=")[0]
     assert f"Could not find '{group}/" in str(err.value)
     assert options(group)[0] in str(err.value.options)
+
+
+@pytest.mark.parametrize("devices", ["auto", "-1", "1", "4", "[0,1]", "'0,1'"])
+def test_valid_device_forms_pass(make_cfg, devices):
+    check_config(make_cfg(f"trainer.devices={devices}"))
+
+
+@pytest.mark.parametrize("devices", ["0", "-2", "[]", "'a,b'", "1.5"])
+def test_invalid_device_forms_fail(make_cfg, devices):
+    with pytest.raises(ConfigError, match=r"trainer.devices=.* is invalid"):
+        check_config(make_cfg(f"trainer.devices={devices}"))
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches=0"),
+        ("trainer.num_nodes=0", "trainer.num_nodes=0"),
+        ("data.batch_size=0", "data.batch_size=0"),
+        ("data.num_workers=-1", "data.num_workers=-1"),
+        ("model.optimizer.lr=0", "model.optimizer.lr=0"),
+        ("model.optimizer.weight_decay=-1", "model.optimizer.weight_decay=-1"),
+        ("+trainer.max_epoch=3", "trainer.max_epoch is not an argument of lightning.Trainer"),
+        ("trainer.precision=fp8", "precision=fp8 is not a supported precision"),
+    ],
+)
+def test_bad_values_name_their_key(make_cfg, override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("+", "")):
+        check_config(make_cfg(override))

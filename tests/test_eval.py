@@ -86,7 +86,7 @@ def test_checkpoint_with_pickled_object_is_refused(make_cfg, tmp_path, cnn_run):
     checkpoint["extra"] = Payload()
     crafted = tmp_path / "crafted.ckpt"
     torch.save(checkpoint, crafted)
-    with pytest.raises(ConfigError, match="pickled [\w.]*Payload object; it is refused"):
+    with pytest.raises(ConfigError, match=r"pickled [\w.]*Payload object; it is refused"):
         evaluate(eval_cfg(make_cfg, crafted))
     buffer = io.BytesIO()
     pickle.dump({"state_dict": {}}, buffer)  # plain pickle, not a torch zip file

@@ -11,20 +11,28 @@ from litforge.errors import ConfigError
 from litforge.precision import check_name
 
 
-def _positive_int(value: Any, key: str, allow_auto: bool = False) -> None:
-    if allow_auto and value in ("auto", -1):
-        return
-    if isinstance(value, (list, tuple)) or (
-        hasattr(value, "__len__") and not isinstance(value, str)
-    ):
-        if len(value) == 0:
-            raise ConfigError(
-                f"{key}={list(value)} is empty; give a device count >= 1 or a list of ids"
-            )
-        return
+def _positive_int(value: Any, key: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        valid = "an integer >= 1" + (", a list of device ids, or 'auto'" if allow_auto else "")
-        raise ConfigError(f"{key}={value} is invalid; must be {valid}")
+        raise ConfigError(f"{key}={value} is invalid; must be an integer >= 1")
+
+
+def _check_devices(value: Any) -> None:
+    """Lightning's forms: a count >= 1, -1 or 'auto', a list of ids, or '0,1'."""
+    if value in ("auto", -1):
+        return
+    ids = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+    if isinstance(ids, str):
+        ids = [int(i) if i.strip().isdigit() else i for i in ids.split(",") if i.strip()]
+        if len(ids) == 1 and isinstance(ids[0], int):
+            ids = ids[0]  # "2" means two devices, as in Lightning
+    if isinstance(ids, list) and ids and all(isinstance(i, int) and i >= 0 for i in ids):
+        return
+    if isinstance(ids, int) and not isinstance(ids, bool) and ids >= 1:
+        return
+    raise ConfigError(
+        f"trainer.devices={value} is invalid; must be an integer >= 1, a list of device ids, "
+        "or 'auto'"
+    )
 
 
 def _positive_number(value: Any, key: str) -> None:
@@ -38,7 +46,7 @@ def check_config(cfg: DictConfig) -> None:
     trainer = cfg.trainer
     _check_trainer_keys(trainer)
     check_name(trainer.get("precision", "32"))
-    _positive_int(trainer.get("devices", 1), "trainer.devices", allow_auto=True)
+    _check_devices(trainer.get("devices", "auto"))
     _positive_int(trainer.get("accumulate_grad_batches", 1), "trainer.accumulate_grad_batches")
     _positive_int(trainer.get("num_nodes", 1), "trainer.num_nodes")
     _positive_int(cfg.data.get("batch_size", 1), "data.batch_size")

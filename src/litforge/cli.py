@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,3 +47,12 @@ def quote_numeric_choices(
             item = f"{key}='{value}'"
         quoted.append(item)
     return quoted
+
+
+def silence_known_upstream_warnings() -> None:
+    """torch 2.13 + lightning 2.6.6 emit this FutureWarning on every fit; Lightning's to fix."""
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+    )

@@ -11,7 +11,12 @@ from omegaconf import DictConfig
 
 from litforge import build, checkpoint_file, console, run_record
 from litforge.checks import check_config
-from litforge.cli import CONF_DIR, quote_numeric_choices, report_user_errors
+from litforge.cli import (
+    CONF_DIR,
+    quote_numeric_choices,
+    report_user_errors,
+    silence_known_upstream_warnings,
+)
 from litforge.errors import ConfigError
 
 
@@ -68,4 +73,5 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Console entry point (the root script calls this)."""
     sys.argv = quote_numeric_choices(sys.argv)
+    silence_known_upstream_warnings()
     _hydra_main()

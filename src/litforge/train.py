@@ -13,7 +13,12 @@ from omegaconf import DictConfig
 
 from litforge import build, console, run_record
 from litforge.checks import check_config
-from litforge.cli import CONF_DIR, quote_numeric_choices, report_user_errors
+from litforge.cli import (
+    CONF_DIR,
+    quote_numeric_choices,
+    report_user_errors,
+    silence_known_upstream_warnings,
+)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -78,4 +83,5 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def main() -> None:
     """Console entry point (the root script calls this)."""
     sys.argv = quote_numeric_choices(sys.argv)
+    silence_known_upstream_warnings()
     _hydra_main()
