@@ -9,7 +9,17 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from litforge.checkpointing.preemption import Preempted
+from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import ConfigError
+
+# `${litforge.first:a,b}`: the first of its arguments that is not null (hydra.run.dir uses it
+# to fall back from run_name to a timestamp).
+OmegaConf.register_new_resolver(
+    "litforge.first", lambda *args: next((a for a in args if a is not None), None), replace=True
+)
 
 # conf/ at the project root. An absolute path, because Hydra resolves a relative
 # config_path against the calling *module* (litforge.train -> a `conf` package) when the
@@ -19,17 +29,19 @@ CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 @contextlib.contextmanager
 def report_user_errors() -> Iterator[None]:
-    """Turn a ConfigError into one `error: ...` line and exit status 2.
+    """Turn a user or run fault into one `error: ...` line and a non-zero exit status.
 
     HYDRA_FULL_ERROR=1 (Hydra's own switch) lets the full traceback through.
     """
     try:
         yield
-    except ConfigError as err:
+    except (ConfigError, UploadsPending, Preempted) as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        # 2: bad input; 128 + signal number: preempted (as a shell reports a signal); 1: store down
+        code = 2 if isinstance(err, ConfigError) else 1
+        sys.exit(128 + err.signum if isinstance(err, Preempted) else code)
 
 
 def quote_numeric_choices(

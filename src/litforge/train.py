@@ -8,10 +8,11 @@ from typing import Any
 
 import hydra
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 
 from litforge import build, console, run_record
+from litforge.checkpointing.preemption import Preempted
+from litforge.checkpointing.setup import setup as setup_checkpointing
 from litforge.checks import check_config
 from litforge.cli import (
     CONF_DIR,
@@ -29,10 +30,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     run_record.write_start(run_dir, cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
+    checkpointing = setup_checkpointing(cfg)  # probes the store before any training
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
     loggers = build.build_loggers(cfg)
     callbacks = build.build_callbacks(cfg, with_logger=bool(loggers))
+    callbacks += checkpointing.callbacks if checkpointing else []
     trainer = build.build_trainer(cfg, callbacks, loggers)
 
     effective_batch = cfg.data.batch_size * trainer.accumulate_grad_batches * trainer.world_size
@@ -43,16 +46,22 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     for logger in trainer.loggers:
         logger.log_hyperparams({"effective_batch_size": effective_batch})
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    resume_from = checkpointing.ckpt_path if checkpointing else cfg.get("ckpt_path")
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
     metrics = {k: run_record.as_float(v) for k, v in trainer.callback_metrics.items()}
+    best = None
+    if checkpointing:
+        checkpointing.saver.finish()  # every upload committed, or UploadsPending
+        stopped_by = checkpointing.preemption.stopped_by
+        if stopped_by:
+            raise Preempted(stopped_by, trainer.global_step, str(checkpointing.store))
+        best = checkpointing.saver.best_local_path()
 
     if cfg.get("test", True):
-        checkpoint = trainer.checkpoint_callback
-        best = checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else ""
-        # "best" reloads the best weights; without a checkpoint, test what is in memory.
-        results = trainer.test(module, datamodule=datamodule, ckpt_path="best" if best else None)
+        # The best checkpoint by the monitored metric; without one, the weights in memory.
+        results = trainer.test(module, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics.update({k: run_record.as_float(v) for k, v in results[0].items()})
-        metrics["best_checkpoint"] = best or None
+        metrics["best_checkpoint"] = str(best) if best else None
 
     metrics.update(
         precision_requested=str(cfg.trainer.precision),

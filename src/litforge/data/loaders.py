@@ -28,6 +28,9 @@ def train_loader(
     sampler = DistributedSampler(
         dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False
     )
+    # A resumed run replays the saved position as soon as the loader is built, before
+    # Lightning's own set_epoch call: the sampler must already hold the resumed epoch.
+    sampler.set_epoch(getattr(trainer, "current_epoch", 0) if trainer is not None else 0)
     return StatefulDataLoader(
         dataset,
         batch_size=batch_size,

@@ -37,14 +37,19 @@ class LitforgeModule(L.LightningModule):
         sched = self.hparams.get("scheduler")
         if not sched:
             return optimizer
-        total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = int(sched.get("warmup_steps", 0))
         floor = float(sched.get("min_lr_ratio", 0.1))
+        total: list[int] = []  # filled on first use, see below
 
         def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            if step <= warmup:
+                return min(1.0, (step + 1) / warmup) if warmup else 1.0
+            # Asked for only once training runs: calling estimated_stepping_batches inside
+            # configure_optimizers builds the train iterator before a resumed run's loop
+            # state is restored, and the resumed epoch would replay epoch 0's order.
+            if not total:
+                total.append(max(1, int(self.trainer.estimated_stepping_batches)))
+            progress = min(1.0, (step - warmup) / max(1, total[0] - warmup))
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,145 @@
+"""When to save a checkpoint and which ones to keep.
+
+Replaces Lightning's ModelCheckpoint for remote directories, where `ckpt_path="last"`
+silently trains from scratch (pytorch-lightning #18261), `save_last="link"` raises, and
+top-k cleanup can delete the file a run resumed from (#21813).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
+from litforge.checkpointing.uploader import Uploader
+
+log = logging.getLogger("litforge")
+
+
+class StoreCheckpoint(L.Callback):
+    """Save every `every_n_train_steps` optimizer steps, every `train_time_interval` minutes,
+    after each validation and at the end; keep the newest `keep_last` plus the best by
+    `monitor`. Never deletes the checkpoint the run resumed from or the newest complete one.
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        staging_dir: Path,
+        every_n_train_steps: int | None = None,
+        train_time_interval: float | None = None,
+        save_on_validation: bool = True,
+        keep_last: int = 2,
+        monitor: str | None = "val/loss",
+        mode: str = "min",
+        async_upload: bool = False,
+        upload_retries: int = 3,
+        final_upload_timeout_s: float = 120.0,
+        resumed_from: str | None = None,
+    ) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"checkpoint.mode={mode} must be min or max")
+        self.store = store
+        self.staging_dir = Path(staging_dir)
+        self.every_n_train_steps = every_n_train_steps
+        self.interval_s = train_time_interval * 60 if train_time_interval else None
+        self.save_on_validation = save_on_validation
+        self.keep_last = keep_last
+        self.monitor = monitor
+        self.mode = mode
+        self.final_upload_timeout_s = final_upload_timeout_s
+        self.resumed_from = resumed_from
+        self.uploader = Uploader(store, background=async_upload, retries=upload_retries)
+        self._committed: dict[str, Manifest] = {m.name: m for m in store.manifests()}
+        self._last_saved_step = -1
+        self._last_save_time = time.monotonic()
+
+    # -- triggers ---------------------------------------------------------------------------
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        step = trainer.global_step
+        if step == self._last_saved_step or trainer.fit_loop._should_accumulate():
+            return
+        due = bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
+        if self.interval_s is not None:
+            elapsed = torch.tensor(time.monotonic() - self._last_save_time)
+            # Rank 0's clock decides, so every rank enters the (collective) save together.
+            due = due or bool(trainer.strategy.broadcast(elapsed, src=0) >= self.interval_s)
+        if due:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.save_on_validation and not trainer.sanity_checking:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.save(trainer)
+
+    # -- saving -------------------------------------------------------------------------------
+    def save(self, trainer: L.Trainer) -> None:
+        """Called on every rank (saving is collective); rank 0 writes and uploads."""
+        step = trainer.global_step
+        if step == self._last_saved_step or trainer.sanity_checking:
+            return
+        self._last_saved_step = step
+        self._last_save_time = time.monotonic()
+        name = checkpoint_name(step)
+        local = Path(self.store.path(name)) if self.store.is_local else self.staging_dir / name
+        trainer.save_checkpoint(local)  # collective: every rank takes part
+        if not trainer.is_global_zero:
+            return
+        metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        value = float(metric) if metric is not None and math.isfinite(float(metric)) else None
+        manifest = Manifest(name, step, local.stat().st_size, sha256_of(local), value)
+        self.uploader.submit(local, manifest, after_commit=self._on_commit)
+
+    def finish(self) -> None:
+        """Wait for every upload; raises UploadsPending if the store stayed unreachable."""
+        try:
+            self.uploader.flush(self.final_upload_timeout_s)
+        finally:
+            self.uploader.close()
+
+    # -- retention ----------------------------------------------------------------------------
+    def _on_commit(self, manifest: Manifest) -> None:
+        self._committed[manifest.name] = manifest
+        for name in sorted(set(self._committed) - self._keep()):
+            try:
+                self.store.delete(name)
+            except Exception as err:  # noqa: BLE001 - a failed cleanup loses nothing
+                log.warning("could not delete old checkpoint %s from %s: %s", name, self.store, err)
+                continue
+            del self._committed[name]
+
+    def _keep(self) -> set[str]:
+        by_step = sorted(self._committed.values(), key=lambda m: m.step)
+        keep = {m.name for m in by_step[-max(1, self.keep_last) :]}
+        best = self.best()
+        if best is not None:
+            keep.add(best.name)
+        if self.resumed_from:
+            keep.add(self.resumed_from)
+        return keep
+
+    def best(self) -> Manifest | None:
+        scored = [m for m in self._committed.values() if m.metric is not None]
+        if not scored:
+            return None
+        pick = min if self.mode == "min" else max
+        return pick(
+            scored, key=lambda m: (m.metric, -m.step) if self.mode == "min" else (m.metric, m.step)
+        )
+
+    def best_local_path(self) -> Path | None:
+        """The best committed checkpoint as a local file (downloaded if the store is remote)."""
+        best = self.best()
+        if best is None:
+            return None
+        if self.store.is_local:
+            return Path(self.store.path(best.name))
+        return self.store.download(best.name, self.staging_dir / "best" / best.name)

@@ -1,0 +1,66 @@
+"""SIGTERM (a cloud's spot notice) or SIGUSR1 (SLURM's `--signal`) -> checkpoint, then exit.
+
+The handler only records the signal: no I/O, no collectives (Lightning's own SIGTERM
+handler broadcasts from inside the handler). At the next optimizer-step boundary all
+ranks agree through one max-reduce, save together, and stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Any
+
+import lightning as L
+import torch
+
+from litforge.checkpointing.callback import StoreCheckpoint
+
+log = logging.getLogger("litforge")
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class Preempted(RuntimeError):
+    """Training stopped on a signal after saving; the same command resumes it."""
+
+    def __init__(self, signum: int, step: int, store: str) -> None:
+        self.signum = signum
+        name = signal.Signals(signum).name
+        super().__init__(
+            f"{name} received: saved a checkpoint at step {step} to {store} and stopped. "
+            "Run the same command again to resume from it."
+        )
+
+
+class Preemption(L.Callback):
+    def __init__(self, checkpoint: StoreCheckpoint) -> None:
+        self.checkpoint = checkpoint
+        self.received: int = 0
+        self.stopped_by: int = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signum
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # After Lightning registered its handlers (at fit start), so ours take over.
+        for sig in SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.fit_loop._should_accumulate():
+            return
+        flag = torch.tensor(float(self.received), device=trainer.strategy.root_device)
+        signum = int(trainer.strategy.reduce(flag, reduce_op="max"))
+        if signum:
+            log.warning(
+                "%s received: saving a checkpoint before stopping", signal.Signals(signum).name
+            )
+            self.checkpoint.save(trainer)
+            self.stopped_by = signum
+            trainer.should_stop = True
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()

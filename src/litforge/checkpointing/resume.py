@@ -1,0 +1,56 @@
+"""Which checkpoint a run continues from: resolved by us, not by `ckpt_path="last"`."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from litforge import checkpoint_file
+from litforge.checkpointing.store import CheckpointStore, sha256_of
+from litforge.errors import ConfigError
+
+log = logging.getLogger("litforge")
+
+
+def fetch_explicit(url: str, staging_dir: Path) -> Path:
+    """`ckpt_path=` may be a local file or any fsspec URL."""
+    if "://" not in str(url) or str(url).startswith("file://"):
+        return Path(str(url).removeprefix("file://"))
+    parent, _, name = str(url).rpartition("/")
+    store = CheckpointStore(parent)
+    try:
+        return store.download(name, staging_dir / "explicit" / name)
+    except FileNotFoundError as err:
+        raise ConfigError(f"ckpt_path={url}: no such object") from err
+
+
+def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, str] | None:
+    """The newest checkpoint with a marker and intact bytes, as a local file, and its name.
+
+    Newer files without a marker, or whose size or sha256 disagree with it, are skipped
+    with a warning naming them. None when the directory holds no checkpoint at all.
+    """
+    names = store.names()
+    if not names:
+        return None
+    manifests = {m.name: m for m in store.manifests()}
+    for name in reversed(names):
+        manifest = manifests.get(name)
+        if manifest is None:
+            log.warning("skipping %s/%s: no completeness marker (interrupted upload?)", store, name)
+            continue
+        local = Path(store.path(name)) if store.is_local else staging_dir / "resume" / name
+        if not store.is_local:
+            store.download(name, local)
+        if local.stat().st_size != manifest.bytes or sha256_of(local) != manifest.sha256:
+            log.warning(
+                "skipping %s/%s: size or sha256 differs from its marker (corrupt)", store, name
+            )
+            continue
+        checkpoint_file.load(str(local))  # refuses pickled objects with a clear error
+        return local, name
+    raise ConfigError(
+        f"checkpoints exist at {store} ({', '.join(names)}) but none is complete and intact; "
+        "refusing to start from scratch silently. Pass resume=never to start fresh, or "
+        "ckpt_path=FILE to pick one"
+    )

@@ -1,0 +1,139 @@
+"""A checkpoint directory on any fsspec filesystem, with completeness markers.
+
+A checkpoint `step-00000120.ckpt` counts only once `step-00000120.ckpt.complete` exists:
+a JSON manifest (size, sha256, step, monitored metric) written after the upload
+succeeded. A crash mid-upload leaves a file without a marker, which resume skips.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fsspec.core import url_to_fs
+
+from litforge.errors import ConfigError
+
+MARKER_SUFFIX = ".complete"
+_NAME = re.compile(r"^step-(\d{8})\.ckpt$")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:08d}.ckpt"
+
+
+def step_of(name: str) -> int | None:
+    match = _NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What the completeness marker records about one uploaded checkpoint."""
+
+    name: str
+    step: int
+    bytes: int
+    sha256: str
+    metric: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        data: dict[str, Any] = json.loads(text)
+        return cls(**{k: data.get(k) for k in ("name", "step", "bytes", "sha256", "metric")})
+
+
+def _redact(url: str) -> str:
+    """Drop any user:password@ part before a URL lands in a message."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+class CheckpointStore:
+    """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = str(url).rstrip("/")
+        try:
+            self.fs, self.root = url_to_fs(self.url)
+        except (ValueError, ImportError) as err:
+            raise ConfigError(
+                f"checkpoint.dir={_redact(self.url)} is not a usable URL: {err}. Give a local "
+                "path or an fsspec URL such as s3://bucket/prefix (needs s3fs), gs://... (gcsfs)"
+            ) from err
+        self.is_local = "file" in (
+            self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        )
+
+    def __str__(self) -> str:
+        return _redact(self.url)
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def check_access(self) -> None:
+        """Fail at start-up, not at the first save, on bad credentials or a missing bucket."""
+        probe = self.path(".litforge-write-test")
+        try:
+            self.fs.makedirs(self.root, exist_ok=True)
+            self.fs.pipe_file(probe, b"ok")
+            self.fs.rm_file(probe)
+        except Exception as err:  # noqa: BLE001 - each backend raises its own types
+            raise ConfigError(
+                f"checkpoint.dir={self}: cannot write there ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}). Check the URL, that the bucket "
+                "exists, and the credentials in the environment (AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3-compatible stores)"
+            ) from err
+
+    def upload(self, local: Path, manifest: Manifest) -> None:
+        """Copy the file (unless it was saved in place), then write its marker: the commit."""
+        if not (self.is_local and Path(self.path(manifest.name)).resolve() == local.resolve()):
+            self.fs.put_file(str(local), self.path(manifest.name))
+        self.fs.pipe_file(self.path(manifest.name + MARKER_SUFFIX), manifest.to_json().encode())
+
+    def download(self, name: str, local: Path) -> Path:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self.fs.get_file(self.path(name), str(local))
+        return local
+
+    def names(self) -> list[str]:
+        """Checkpoint file names present (complete or not), oldest step first."""
+        try:
+            entries = self.fs.ls(self.root, detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        names = [Path(e).name for e in entries]
+        return sorted((n for n in names if step_of(n) is not None), key=step_of)
+
+    def manifests(self) -> list[Manifest]:
+        """Markers of complete checkpoints, oldest step first; unreadable markers are skipped."""
+        found = []
+        for name in self.names():
+            try:
+                found.append(
+                    Manifest.from_json(self.fs.cat_file(self.path(name + MARKER_SUFFIX)).decode())
+                )
+            except (FileNotFoundError, ValueError, TypeError):
+                continue
+        return found
+
+    def delete(self, name: str) -> None:
+        # Marker first: a half-deleted checkpoint must never look complete.
+        for path in (self.path(name + MARKER_SUFFIX), self.path(name)):
+            if self.fs.exists(path):
+                self.fs.rm_file(path)

@@ -1,0 +1,34 @@
+"""Callbacks that tests inject into real training subprocesses via `+callbacks.NAME=...`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import lightning as L
+
+
+class KillAtStep(L.Callback):
+    """SIGKILL this process (every rank) once `step` optimizer steps are done: a lost VM."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SignalAtStep(L.Callback):
+    """Send `signum` to rank 0's process at `step`, as a cloud's spot notice would."""
+
+    def __init__(self, step: int, signum: int = signal.SIGTERM) -> None:
+        self.step = step
+        self.signum = signum
+        self.sent = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step and trainer.is_global_zero and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
