@@ -65,13 +65,25 @@ class StoreCheckpoint(L.Callback):
         step = trainer.global_step
         if step == self._last_saved_step or trainer.fit_loop._should_accumulate():
             return
-        due = bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            # A save here would come before the epoch-end validation, and a run resumed
+            # from it diverges (it replays that boundary differently); the epoch-end hooks
+            # below save instead.
+            return
+        due = self._steps_due(step)
         if self.interval_s is not None:
             elapsed = torch.tensor(time.monotonic() - self._last_save_time)
             # Rank 0's clock decides, so every rank enters the (collective) save together.
             due = due or bool(trainer.strategy.broadcast(elapsed, src=0) >= self.interval_s)
         if due:
             self.save(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._steps_due(trainer.global_step):
+            self.save(trainer)
+
+    def _steps_due(self, step: int) -> bool:
+        return bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.save_on_validation and not trainer.sanity_checking:
