@@ -37,5 +37,9 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# CPU benchmark suite (< 10 min on 2 cores): benchmarks/results/latest.{json,md}.
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
 clean:
 	rm -rf outputs multirun .pytest_cache .ruff_cache

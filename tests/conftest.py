@@ -37,6 +37,22 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
 
 
 @pytest.fixture
+def s3(tmp_path_factory, monkeypatch):
+    """A fresh moto S3 server with bucket `litforge`; the AWS_* environment points at it."""
+    from tests.s3server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("moto"))
+    server.start()
+    for key, value in server.env().items():
+        monkeypatch.setenv(key, value)
+    import fsspec
+
+    fsspec.filesystem("s3").clear_instance_cache()  # no session left from another server
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     def make(*overrides: str, config_name: str = "train", run_dir: Path | None = None):
         return compose_config(list(overrides), run_dir or tmp_path / "run", config_name)

@@ -67,6 +67,9 @@ class CheckpointStore:
     """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path)."""
 
     def __init__(self, url: str) -> None:
+        scheme, sep, rest = str(url).partition("://")
+        if sep and not rest.strip("/"):
+            raise ConfigError(f"checkpoint.dir={url} has no location after {scheme}://")
         self.url = str(url).rstrip("/")
         try:
             self.fs, self.root = url_to_fs(self.url)
@@ -88,8 +91,15 @@ class CheckpointStore:
     def check_access(self) -> None:
         """Fail at start-up, not at the first save, on bad credentials or a missing bucket."""
         probe = self.path(".litforge-write-test")
+        bucket = self.root.split("/")[0]
+        if not self.is_local and not bucket:
+            raise ConfigError(f"checkpoint.dir={self} names no bucket; use s3://BUCKET/prefix")
         try:
-            self.fs.makedirs(self.root, exist_ok=True)
+            if self.is_local:
+                self.fs.makedirs(self.root, exist_ok=True)
+            elif not self.fs.exists(bucket):
+                # Never create buckets: a typo would silently send checkpoints elsewhere.
+                raise FileNotFoundError(f"bucket {bucket!r} does not exist")
             self.fs.pipe_file(probe, b"ok")
             self.fs.rm_file(probe)
         except Exception as err:  # noqa: BLE001 - each backend raises its own types

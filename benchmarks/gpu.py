@@ -1,0 +1,326 @@
+"""GPU benchmarks (`benchmarks/gpu.sh`): throughput, MFU and memory of GPT-2-shaped models.
+
+For a GPT-2-small-shaped model (124M parameters) and a ~350M one, sequence 1024:
+  * tokens/s, TFLOP/s and MFU for 32-true (TF32 off, on), 16-mixed, bf16-mixed and
+    bf16-mixed + torch.compile, measured on the plain net (`litforge.nets.gpt.GPT`);
+  * peak memory with and without gradient checkpointing (bf16-mixed);
+  * the template (`litforge.train.train`, default callbacks and logger) against the
+    hand-written loop of `benchmarks.rawloop` at the same settings (bf16-mixed, eager),
+    time per step between two step counts inside each run, interleaved repeats.
+FLOPs per step are counted with `FlopCounterMode` (attention included); MFU divides the
+achieved rate by the datasheet dense peak of the GPU for that precision.
+
+`python -m benchmarks.gpu --smoke` runs every code path with tiny models on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+from torch.nn import functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from litforge.nets.gpt import GPT
+
+# Dense datasheet peaks in TFLOP/s: (bf16/fp16 tensor cores, tf32 tensor cores, fp32).
+PEAKS = {
+    "H200": (989.4, 494.7, 66.9),
+    "H100 NVL": (835.0, 417.5, 60.0),
+    "H100 PCIe": (756.0, 378.0, 51.2),
+    "H100": (989.4, 494.7, 66.9),  # SXM
+    "A100": (312.0, 156.0, 19.5),
+    "L40S": (362.1, 183.2, 91.6),
+}
+
+
+@dataclass
+class Shape:
+    name: str
+    n_layer: int
+    n_head: int
+    n_embd: int
+    batch: int
+    block: int = 1024
+    vocab: int = 50304  # GPT-2's 50257 padded to a multiple of 64
+
+    def net_kwargs(self) -> dict[str, Any]:
+        return dict(
+            vocab_size=self.vocab, block_size=self.block, n_layer=self.n_layer,
+            n_head=self.n_head, n_embd=self.n_embd, dropout=0.0, bias=False,
+        )  # fmt: skip
+
+
+SHAPES = [Shape("gpt-124M", 12, 12, 768, batch=16), Shape("gpt-350M", 24, 16, 1024, batch=16)]
+SMOKE = [Shape("tiny-a", 2, 2, 64, batch=2, block=64, vocab=256)]
+
+# (label, autocast dtype, TF32 matmuls, torch.compile)
+SETTINGS = [
+    ("32-true", None, False, False),
+    ("32-true +tf32", None, True, False),
+    ("16-mixed", torch.float16, False, False),
+    ("bf16-mixed", torch.bfloat16, False, False),
+    ("bf16-mixed +compile", torch.bfloat16, False, True),
+]
+
+
+def peak_tflops(label: str, override: float | None) -> float | None:
+    if override:
+        return override
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    for key, (half, tf32, fp32) in PEAKS.items():  # most specific names first
+        if key in name:
+            return half if "mixed" in label else tf32 if "tf32" in label else fp32
+    return None
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def set_tf32(on: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def make_step(
+    net: torch.nn.Module, shape: Shape, device: torch.device, dtype: torch.dtype | None
+) -> Callable[[], torch.Tensor]:
+    """One training step (forward, backward, AdamW) on random tokens; loss scaling for fp16."""
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=device.type == "cuda")
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
+    gen = torch.Generator(device=device).manual_seed(0)
+    tokens = torch.randint(
+        shape.vocab, (shape.batch, shape.block + 1), device=device, generator=gen
+    )
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+    def step() -> torch.Tensor:
+        ctx = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        with ctx:
+            logits = net(inputs)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def build(shape: Shape, device: torch.device, checkpointing: bool = False) -> GPT:
+    torch.manual_seed(0)
+    net = GPT(**shape.net_kwargs()).to(device)
+    net.gradient_checkpointing = checkpointing
+    return net.train()
+
+
+def flops_per_step(shape: Shape, device: torch.device) -> int:
+    """Forward + backward FLOPs of one step, counted once on the eager float32 net."""
+    net = build(shape, device)
+    step = make_step(net, shape, device, None)
+    with FlopCounterMode(display=False) as counter:
+        step()
+    del net, step
+    return counter.get_total_flops()
+
+
+def throughput(
+    shape: Shape, device: torch.device, setting: tuple, steps: int, warmup: int
+) -> dict[str, Any]:
+    label, dtype, tf32, compiled = setting
+    set_tf32(tf32)
+    net = build(shape, device)
+    if compiled:
+        net.compile()  # in place: parameter names stay those of the eager net
+    step = make_step(net, shape, device, dtype)
+    for _ in range(warmup):  # includes compilation
+        step()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    sync(device)
+    seconds = (time.perf_counter() - start) / steps
+    set_tf32(False)
+    if not torch.isfinite(loss):
+        raise RuntimeError(f"{shape.name} {label}: loss is {loss.item()}")
+    del net, step
+    return {"s_per_step": seconds}
+
+
+def peak_memory(shape: Shape, device: torch.device, checkpointing: bool) -> float | None:
+    """Peak allocated GiB over three bf16-mixed steps (None on the CPU)."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    net = build(shape, device, checkpointing)
+    step = make_step(net, shape, device, torch.bfloat16)
+    for _ in range(3):
+        step()
+    sync(device)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    del net, step
+    return peak
+
+
+STAMPS: dict[int, float] = {}  # optimizer step -> perf_counter, written by StepStamp
+WINDOW = (5, 35)  # steps between which template and raw loop are timed on the GPU
+
+
+class StepStamp(L.Callback):
+    """Records the time (device synchronised) after optimizer steps `first` and `last`."""
+
+    def __init__(self, first: int = WINDOW[0], last: int = WINDOW[1]) -> None:
+        self.steps = (first, last)
+
+    def record(self, step: int) -> None:
+        if step in self.steps:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            STAMPS[step] = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self.record(trainer.global_step)
+
+
+def template_vs_raw(
+    shape: Shape, device: torch.device, repeats: int, window: tuple[int, int]
+) -> dict[str, Any]:
+    """Seconds per step of the template and of the raw loop, bf16-mixed, interleaved.
+
+    The step time is measured inside each run between steps window[0] and window[1]
+    (device synchronised at both), so start-up and the sanity validation drop out.
+    """
+    from benchmarks import rawloop
+    from benchmarks.harness import compose_cfg, scratch_dir
+    from litforge import build as lf_build
+    from litforge.train import train
+
+    first, last = window
+    overrides = [
+        "experiment=gpt_char", "precision=bf16-mixed", "test=false",
+        f"trainer.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}", "trainer.devices=1",
+        f"trainer.max_steps={last}", f"data.block_size={shape.block}",
+        f"data.batch_size={shape.batch}", f"model.net.vocab_size={shape.vocab}",
+        f"model.net.n_layer={shape.n_layer}", f"model.net.n_head={shape.n_head}",
+        f"model.net.n_embd={shape.n_embd}", "model.net.dropout=0.0",
+    ]  # fmt: skip
+    stamp = [
+        f"+callbacks.bench_stamp._target_={__name__}.StepStamp",
+        f"+callbacks.bench_stamp.first={first}",
+        f"+callbacks.bench_stamp.last={last}",
+    ]
+
+    def template() -> float:
+        STAMPS.clear()
+        train(compose_cfg([*overrides, *stamp], scratch_dir()))
+        return (STAMPS[last] - STAMPS[first]) / (last - first)
+
+    def raw() -> float:
+        STAMPS.clear()
+        run_dir = scratch_dir()
+        cfg = compose_cfg(overrides, run_dir)
+        datamodule = lf_build.build_datamodule(cfg)
+        on_step = StepStamp(first, last).record
+        rawloop.fit(cfg, datamodule, last, run_dir, str(device), torch.bfloat16, on_step=on_step)
+        return (STAMPS[last] - STAMPS[first]) / (last - first)
+
+    values: dict[str, list[float]] = {"template": [], "raw": []}
+    for r in range(repeats):
+        order = [("template", template), ("raw", raw)]
+        for name, fn in order if r % 2 == 0 else reversed(order):
+            values[name].append(fn())
+    ratios = [t / w for t, w in zip(values["template"], values["raw"], strict=True)]
+    return {
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "template_s_per_step": statistics.median(values["template"]),
+        "raw_s_per_step": statistics.median(values["raw"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="GPU benchmarks (see benchmarks/gpu.sh)")
+    parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per setting")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="template vs raw pairs")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="override the peak")
+    parser.add_argument("--out", default="benchmarks/results/gpu.json")
+    args = parser.parse_args(argv)
+
+    if args.smoke:
+        device, shapes, window = torch.device("cpu"), SMOKE, WINDOW
+        settings = [s for s in SETTINGS if not s[3]]  # no compiler needed on the CPU
+    elif not torch.cuda.is_available():
+        sys.exit("benchmarks/gpu.py: no CUDA device (torch.cuda.is_available() is False)")
+    else:
+        device, shapes, window, settings = torch.device("cuda"), SHAPES, WINDOW, SETTINGS
+    from benchmarks.harness import setup
+
+    setup()  # CI-style output, quiet Lightning; one CPU thread (the GPU does the work)
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu (smoke test)"
+    print(f"device: {name}, torch {torch.__version__}", flush=True)
+    t_start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for shape in shapes:
+        params = sum(p.numel() for p in build(shape, torch.device("meta")).parameters())
+        flops = flops_per_step(shape, device)
+        tokens = shape.batch * shape.block
+        for setting in settings:
+            label = setting[0]
+            result = throughput(shape, device, setting, args.steps, args.warmup)
+            tflops = flops / result["s_per_step"] / 1e12
+            peak = peak_tflops(label, args.peak_tflops)
+            rows.append({
+                "model": shape.name, "params_M": round(params / 1e6, 1), "setting": label,
+                "tokens_per_s": round(tokens / result["s_per_step"]),
+                "tflops": round(tflops, 1), "mfu": round(tflops / peak, 3) if peak else None,
+            })  # fmt: skip
+            print(f"  {shape.name} {label}: {rows[-1]}", flush=True)
+        for ckpt in (False, True):
+            gib = peak_memory(shape, device, ckpt)
+            rows.append({"model": shape.name, "setting": f"peak memory, ckpt={ckpt}", "GiB": gib})
+            print(f"  {shape.name} peak memory ckpt={ckpt}: {gib}", flush=True)
+        cmp = template_vs_raw(shape, device, args.repeats, window)
+        rows.append({"model": shape.name, "setting": "template / raw (bf16-mixed)", **cmp})
+        print(f"  {shape.name} template vs raw: {cmp}", flush=True)
+
+    print(f"\nGPU benchmarks on {name} ({time.perf_counter() - t_start:.0f} s)\n")
+    print("| model | setting | tokens/s | TFLOP/s | MFU | peak GiB | template/raw |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else ""
+        gib = f"{r['GiB']:.1f}" if r.get("GiB") is not None else ""
+        ratio = (
+            f"{r['ratio_median']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
+            if "ratio_median" in r
+            else ""
+        )
+        print(
+            f"| {r['model']} | {r['setting']} | {r.get('tokens_per_s', '')} "
+            f"| {r.get('tflops', '')} | {mfu} | {gib} | {ratio} |"
+        )
+    with open(args.out, "w") as f:
+        json.dump({"device": name, "rows": rows}, f, indent=2)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Figures 2 and 3 on the gpt_char GPT: gradient checkpointing and bf16-mixed precision.
+
+Deterministic counts need no repeats:
+  saved bytes  bytes of the distinct tensors autograd keeps for backward after one
+               training forward + loss (parameters excluded: they exist anyway)
+  FLOPs        `torch.utils.flop_counter.FlopCounterMode` over forward + backward
+Step time is CPU time per training step (forward, backward, AdamW), the paired slope of
+two step counts, with the two sides interleaved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from benchmarks import rawloop
+from benchmarks.harness import compose_cfg
+from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
+from litforge import build
+
+STEPS = (2, 6)  # short and long run for the step-time slope
+
+
+def _setup(
+    checkpointing: bool, *overrides: str
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    """The gpt_char net (training mode) and one training batch."""
+    cfg = compose_cfg(
+        ["experiment=gpt_char", f"model.gradient_checkpointing={checkpointing}", *overrides]
+    )
+    torch.manual_seed(cfg.seed)
+    net = rawloop.build_net(cfg).train()
+    datamodule = build.build_datamodule(cfg)
+    datamodule.setup("fit")
+    pairs = [datamodule.train_set[i] for i in range(cfg.data.batch_size)]
+    return net, (torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs]))
+
+
+def _autocast(bf16: bool) -> contextlib.AbstractContextManager[Any]:
+    # What Lightning's bf16-mixed precision plugin does around the forward on CPU.
+    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+def saved_bytes(net: torch.nn.Module, batch: Any, bf16: bool = False) -> int:
+    """Bytes autograd saves for backward in one forward + loss, each storage counted once."""
+    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(bf16):
+        loss, _ = rawloop.loss_and_correct(net, batch)
+    del loss
+    return sum(storages.values())
+
+
+def flops(net: torch.nn.Module, batch: Any) -> int:
+    """FLOPs of one forward + backward (recomputation included when checkpointing)."""
+    with FlopCounterMode(display=False) as counter:
+        loss, _ = rawloop.loss_and_correct(net, batch)
+        loss.backward()
+    net.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def _step_runner(net: torch.nn.Module, batch: Any, bf16: bool) -> Callable[[int], None]:
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+
+    def run(steps: int) -> None:
+        for _ in range(steps):
+            with _autocast(bf16):
+                loss, _ = rawloop.loss_and_correct(net, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    return run
+
+
+def _timed_pair(
+    a: Callable[[int], None], b: Callable[[int], None], repeats: int
+) -> dict[str, list[float]]:
+    a(1), b(1)  # warm-up
+    sides = {"a": lambda: per_step(a, *STEPS), "b": lambda: per_step(b, *STEPS)}
+    return interleaved(sides, repeats)
+
+
+def measure_checkpointing(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
+    plain, batch = _setup(checkpointing=False)
+    ckpt, _ = _setup(checkpointing=True)
+    ckpt.load_state_dict(plain.state_dict())
+    b_plain, b_ckpt = saved_bytes(plain, batch), saved_bytes(ckpt, batch)
+    f_plain, f_ckpt = flops(plain, batch), flops(ckpt, batch)
+    times = _timed_pair(
+        _step_runner(ckpt, batch, False), _step_runner(plain, batch, False), repeats
+    )
+    return {
+        "ckpt_saved_bytes": Figure.of(
+            [b_ckpt / b_plain], "x", "<= 0.2",
+            note="gradient checkpointing / plain: bytes saved for backward",
+            extra={"bytes_plain": b_plain, "bytes_checkpointed": b_ckpt},
+        ),
+        "ckpt_flops": Figure.of(
+            [f_ckpt / f_plain], "x", "<= 1.35",
+            note="gradient checkpointing / plain: FLOPs of forward + backward",
+            extra={"flops_plain": f_plain, "flops_checkpointed": f_ckpt},
+        ),
+        "ckpt_step_time": Figure.of(
+            ratios(times, "a", "b"), "x",
+            note="gradient checkpointing / plain: CPU time per training step",
+        ),
+    }  # fmt: skip
+
+
+def measure_precision(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
+    net, batch = _setup(checkpointing=False)
+    b32, b16 = saved_bytes(net, batch), saved_bytes(net, batch, bf16=True)
+    # Diagnosis: with dropout > 0, CPU attention takes the math path, which keeps the
+    # (B, heads, T, T) probabilities in float32 even under bf16 autocast.
+    nodrop, _ = _setup(False, "model.net.dropout=0.0")
+    nodrop_ratio = saved_bytes(nodrop, batch, bf16=True) / saved_bytes(nodrop, batch)
+    times = _timed_pair(_step_runner(net, batch, True), _step_runner(net, batch, False), repeats)
+    return {
+        "bf16_saved_bytes": Figure.of(
+            [b16 / b32], "x", "<= 0.6",
+            note="bf16-mixed / 32: bytes saved for backward",
+            extra={
+                "bytes_32": b32,
+                "bytes_bf16_mixed": b16,
+                "ratio_with_dropout_0": round(nodrop_ratio, 4),
+            },
+        ),
+        "bf16_step_time": Figure.of(
+            ratios(times, "a", "b"), "x",
+            note="bf16-mixed / 32: CPU time per training step (CPU bf16 kernels; GPU differs)",
+        ),
+    }  # fmt: skip

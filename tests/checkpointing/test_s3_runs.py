@@ -1,0 +1,82 @@
+"""Training against the S3 test server: resume from the bucket, outages, no leaked secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from litforge.checkpointing.uploader import UploadsPending
+from litforge.train import train
+from tests import helpers
+from tests.conftest import run_entry
+
+SECRET = "planted-secret-5c1d9e"
+
+
+def test_checkpoints_go_to_s3_and_the_same_command_resumes(s3, tmp_path):
+    env = s3.env(secret=SECRET)
+    s3.stop()  # restart with the planted secret as the server's view of the environment
+    s3.start()
+    args = ["debug=limit", "checkpoint.dir=s3://litforge/exp", "run_name=demo"]
+    first = run_entry("train.py", *args, run_dir=tmp_path / "run", env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "no checkpoint in s3://litforge/exp/demo: starting fresh" in first.stdout
+    keys = s3.keys(prefix="exp/demo/")
+    assert "exp/demo/step-00000006.ckpt" in keys and "exp/demo/step-00000006.ckpt.complete" in keys
+
+    again = run_entry("train.py", *args, "trainer.max_epochs=3", run_dir=tmp_path / "run", env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming from s3://litforge/exp/demo/step-00000006.ckpt" in again.stdout
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 9
+
+    outputs = [first.stdout, first.stderr, again.stdout, again.stderr]
+    outputs += [p.read_bytes().decode("latin-1") for p in tmp_path.rglob("*") if p.is_file()]
+    assert not [text for text in outputs if SECRET in text]
+
+
+@pytest.fixture
+def outage_cfg(s3, make_cfg):
+    helpers.CURRENT_S3 = s3
+
+    def make(*extra: str):
+        return make_cfg(
+            "debug=limit", "trainer.max_epochs=4", "checkpoint.dir=s3://litforge/exp",
+            "checkpoint.every_n_train_steps=2", "checkpoint.keep_last=100",
+            "checkpoint.upload_retries=1", "+callbacks.outage._target_=tests.helpers.StoreOutage",
+            *extra,
+        )  # fmt: skip
+
+    yield make
+    helpers.CURRENT_S3 = None
+
+
+@pytest.mark.parametrize("async_upload", [False, True])
+def test_store_outage_mid_run_loses_nothing(outage_cfg, s3, tmp_path, caplog, async_upload):
+    cfg = outage_cfg(
+        "+callbacks.outage.stop_at=3", "+callbacks.outage.restart_at=8",
+        f"checkpoint.async_upload={async_upload}",
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        metrics = train(cfg)
+    assert metrics["global_step"] == 12
+    if not async_upload:  # in the background the retries may simply outlast the outage
+        assert any("not uploaded to s3://litforge/exp" in r.getMessage() for r in caplog.records)
+    keys = s3.keys(prefix="exp/")
+    # Saved while the store was down (steps 4 and 6), uploaded once it came back.
+    for step in (4, 6, 8, 10, 12):
+        assert any(k.endswith(f"step-{step:08d}.ckpt.complete") for k in keys), (step, keys)
+    assert not list((tmp_path / "run" / "checkpoint-staging").glob("step-*.ckpt"))
+
+
+def test_store_still_down_at_the_end_names_the_local_copies(outage_cfg, tmp_path):
+    cfg = outage_cfg("+callbacks.outage.stop_at=3", "checkpoint.final_upload_timeout_s=1")
+    with pytest.raises(
+        UploadsPending, match="still unreachable; not uploaded, kept locally"
+    ) as err:
+        train(cfg)
+    staged = sorted((tmp_path / "run" / "checkpoint-staging").glob("step-*.ckpt"))
+    assert staged and all(str(p) in str(err.value) for p in staged)
+    assert Path(staged[-1]).name == "step-00000012.ckpt"
