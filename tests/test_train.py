@@ -56,6 +56,7 @@ OPTION_RUNS = {
     "trainer=default": ["trainer=default", "debug=limit"],
     "callbacks=none": ["callbacks=none", "debug=limit"],
     "logger=none": ["logger=none", "debug=limit"],
+    "checkpoint=none": ["checkpoint=none", "debug=limit"],
     "experiment=digits_cnn": ["experiment=digits_cnn", "debug=limit"],
     "experiment=gpt_char": [*TINY_GPT, "debug=limit"],
     "gradient_checkpointing": [*TINY_GPT, "model.gradient_checkpointing=true", "debug=limit"],
@@ -69,7 +70,7 @@ def test_each_option_trains_and_tests(make_cfg, tmp_path, name):
     assert (tmp_path / "run" / "metrics.json").is_file()
     if name == "debug=profiler":
         assert "Total" in (tmp_path / "run" / "fit-profile.txt").read_text()
-    if name == "callbacks=none":
+    if name == "checkpoint=none":
         assert not (tmp_path / "run" / "checkpoints").exists()
         assert metrics["best_checkpoint"] is None
 
@@ -83,7 +84,9 @@ def test_run_directory_holds_everything_the_readme_lists(make_cfg, tmp_path):
     rows = list(csv.DictReader((run_dir / "csv" / "metrics.csv").open()))
     assert any(row.get("train/loss_step") for row in rows)
     assert any(row.get("val/acc") for row in rows)
-    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert (
+        run_dir / "checkpoints" / "step-00000004.ckpt.complete"
+    ).is_file()  # 2 epochs x 2 steps (3 batches, accumulate 2)
     metrics = read_metrics(run_dir)
     for key in ("val/acc", "val/loss", "test/acc", "test/loss", "train/loss_epoch"):
         assert isinstance(metrics[key], float), key

@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from litforge import build, checkpoint_file, console, run_record
+from litforge.checkpointing.resume import fetch_explicit
 from litforge.checks import check_config
 from litforge.cli import (
     CONF_DIR,
@@ -22,8 +23,10 @@ from litforge.errors import ConfigError
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_config(cfg)
-    checkpoint = checkpoint_file.load(cfg.ckpt_path)
     run_dir = Path(cfg.run_dir)
+    # A local file or any fsspec URL (s3://bucket/run/step-00000120.ckpt).
+    local = fetch_explicit(str(cfg.ckpt_path), run_dir / "downloaded")
+    checkpoint = checkpoint_file.load(str(local))
     run_record.write_start(run_dir, cfg)
 
     datamodule = build.build_datamodule(cfg)

@@ -46,6 +46,8 @@ def outage_cfg(s3, make_cfg):
             "debug=limit", "trainer.max_epochs=4", "checkpoint.dir=s3://litforge/exp",
             "checkpoint.every_n_train_steps=2", "checkpoint.keep_last=100",
             "checkpoint.upload_retries=1", "+callbacks.outage._target_=tests.helpers.StoreOutage",
+            # Fail fast while the server is down instead of botocore's own retries.
+            "+checkpoint.storage_options.config_kwargs.retries.max_attempts=1",
             *extra,
         )  # fmt: skip
 

@@ -35,7 +35,7 @@ def test_ddp_on_cpu_writes_one_run_directory_and_logs_once(tmp_path, devices, pr
     assert metrics["effective_batch_size"] == 64 * int(devices)
     assert metrics["precision_effective"] == ("32-true" if precision == "32" else precision)
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no per-rank directories
-    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert (tmp_path / "run" / "checkpoints" / "step-00000006.ckpt.complete").is_file()
 
 
 def test_train_then_eval_round_trip(tmp_path):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
 from litforge.checkpointing import resume
@@ -50,7 +50,9 @@ def setup(cfg: DictConfig) -> Checkpointing | None:
                 "resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit
             )
         return None
-    store = CheckpointStore(run_checkpoint_url(cfg))
+    raw_options = opts.get("storage_options")
+    options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
+    store = CheckpointStore(run_checkpoint_url(cfg), options)
     store.check_access()
     resumed_name = None
     if explicit:

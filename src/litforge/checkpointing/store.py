@@ -64,15 +64,19 @@ def _redact(url: str) -> str:
 
 
 class CheckpointStore:
-    """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path)."""
+    """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path).
 
-    def __init__(self, url: str) -> None:
+    storage_options: keyword arguments of the fsspec filesystem (e.g. s3fs's `retries`,
+    `config_kwargs`); never credentials, which come from the environment.
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         scheme, sep, rest = str(url).partition("://")
         if sep and not rest.strip("/"):
             raise ConfigError(f"checkpoint.dir={url} has no location after {scheme}://")
         self.url = str(url).rstrip("/")
         try:
-            self.fs, self.root = url_to_fs(self.url)
+            self.fs, self.root = url_to_fs(self.url, **(storage_options or {}))
         except (ValueError, ImportError) as err:
             raise ConfigError(
                 f"checkpoint.dir={_redact(self.url)} is not a usable URL: {err}. Give a local "
@@ -97,9 +101,13 @@ class CheckpointStore:
         try:
             if self.is_local:
                 self.fs.makedirs(self.root, exist_ok=True)
-            elif not self.fs.exists(bucket):
+            else:
                 # Never create buckets: a typo would silently send checkpoints elsewhere.
-                raise FileNotFoundError(f"bucket {bucket!r} does not exist")
+                # (info, not exists: exists() turns credential errors into False.)
+                try:
+                    self.fs.info(bucket)
+                except FileNotFoundError:
+                    raise FileNotFoundError(f"bucket {bucket!r} does not exist") from None
             self.fs.pipe_file(probe, b"ok")
             self.fs.rm_file(probe)
         except Exception as err:  # noqa: BLE001 - each backend raises its own types
