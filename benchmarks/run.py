@@ -1,7 +1,7 @@
 """`make bench`: run the CPU benchmarks, write results/latest.json and results/latest.md.
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
-python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
+python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint
 python -m benchmarks.run --update-readme     # also paste the table into README.md
 """
 
@@ -26,7 +26,7 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
-    from benchmarks import memory, overhead, quality, startup
+    from benchmarks import checkpoint_stall, memory, overhead, quality, startup
 
     return {
         "overhead": lambda: {
@@ -39,6 +39,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         },
         "quality": quality.measure,
         "startup": lambda: startup.measure(repeats),
+        "checkpoint": lambda: checkpoint_stall.measure(repeats),
     }
 
 
@@ -74,7 +75,9 @@ def markdown(figures: dict[str, Figure], info: dict[str, Any]) -> str:
         f"CPU benchmarks, {info['date']}: {info['cpu']}, {info['cores']} cores (torch on "
         f"{info['threads']} thread), torch {info['torch']}, lightning {info['lightning']}; "
         f"{info['wall_s']:.0f} s in all. Ratios are medians of {MIN_REPEATS}+ interleaved "
-        "pairs of CPU time; byte and FLOP counts are exact.",
+        "pairs of CPU time; byte and FLOP counts are exact. The `ckpt_block_ms_*` figures "
+        "(and their async/sync ratios) are wall-clock ms per checkpoint save, medians of "
+        f"{MIN_REPEATS}+ interleaved runs.",
         "",
         "| figure | median | min | max | unit | goal | met | what |",
         "|---|---|---|---|---|---|---|---|",

@@ -105,3 +105,10 @@ def test_invalid_device_forms_fail(make_cfg, devices):
 def test_bad_values_name_their_key(make_cfg, override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("+", "")):
         check_config(make_cfg(override))
+
+
+def test_experiment_direction_reaches_checkpoint_ranking(make_cfg):
+    assert make_cfg("experiment=digits_cnn").checkpoint.mode == "max"
+    assert make_cfg("experiment=digits_cnn").optimized_metric == "val/acc"
+    assert make_cfg().checkpoint.mode == "min"
+    assert make_cfg("experiment=digits_cnn", "checkpoint=none").checkpoint is None

@@ -139,13 +139,12 @@ class StoreCheckpoint(L.Callback):
         return keep
 
     def best(self) -> Manifest | None:
+        """The committed checkpoint with the best monitored value (the newer one on ties)."""
         scored = [m for m in self._committed.values() if m.metric is not None]
         if not scored:
             return None
-        pick = min if self.mode == "min" else max
-        return pick(
-            scored, key=lambda m: (m.metric, -m.step) if self.mode == "min" else (m.metric, m.step)
-        )
+        sign = 1.0 if self.mode == "max" else -1.0
+        return max(scored, key=lambda m: (sign * m.metric, m.step))
 
     def best_local_path(self) -> Path | None:
         """The best committed checkpoint as a local file (downloaded if the store is remote)."""
