@@ -50,8 +50,10 @@ class Preemption(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         if trainer.fit_loop._should_accumulate():
             return
-        flag = torch.tensor(float(self.received), device=trainer.strategy.root_device)
-        signum = int(trainer.strategy.reduce(flag, reduce_op="max"))
+        signum = self.received
+        if trainer.world_size > 1:  # a collective only when there are ranks to agree with
+            flag = torch.tensor(float(signum), device=trainer.strategy.root_device)
+            signum = int(trainer.strategy.reduce(flag, reduce_op="max"))
         if signum:
             log.warning(
                 "%s received: saving a checkpoint before stopping", signal.Signals(signum).name
