@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from litforge.data.loaders import eval_loader, train_loader
+from litforge.data.loaders import SplitDataModule
 
 
-class DigitsDataModule(L.LightningDataModule):
+class DigitsDataModule(SplitDataModule):
     """Fixed train/val/test split of `sklearn.datasets.load_digits`.
 
     The split comes from `split_seed` alone, so it never changes with the training seed.
@@ -37,7 +36,6 @@ class DigitsDataModule(L.LightningDataModule):
         self.shuffle_seed = shuffle_seed
         self.shuffle = shuffle
         self.num_workers = num_workers
-        self.train_set = self.val_set = self.test_set = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -55,19 +53,3 @@ class DigitsDataModule(L.LightningDataModule):
         self.train_set = TensorDataset(images[train], labels[train])
         self.val_set = TensorDataset(images[val], labels[val])
         self.test_set = TensorDataset(images[test], labels[test])
-
-    def train_dataloader(self):
-        return train_loader(
-            self.train_set,
-            self.trainer,
-            self.batch_size,
-            self.num_workers,
-            self.shuffle_seed,
-            self.shuffle,
-        )
-
-    def val_dataloader(self):
-        return eval_loader(self.val_set, self.batch_size, self.num_workers)
-
-    def test_dataloader(self):
-        return eval_loader(self.test_set, self.batch_size, self.num_workers)

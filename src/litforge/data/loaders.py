@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import lightning as L
 from torch.utils.data import Dataset, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -46,3 +47,31 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> Stateful
     return StatefulDataLoader(
         dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers
     )
+
+
+class SplitDataModule(L.LightningDataModule):
+    """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
+
+    batch_size: int
+    num_workers: int
+    shuffle_seed: int
+    shuffle: bool
+    train_set: Dataset | None = None
+    val_set: Dataset | None = None
+    test_set: Dataset | None = None
+
+    def train_dataloader(self) -> StatefulDataLoader:
+        return train_loader(
+            self.train_set,
+            self.trainer,
+            self.batch_size,
+            self.num_workers,
+            self.shuffle_seed,
+            self.shuffle,
+        )
+
+    def val_dataloader(self) -> StatefulDataLoader:
+        return eval_loader(self.val_set, self.batch_size, self.num_workers)
+
+    def test_dataloader(self) -> StatefulDataLoader:
+        return eval_loader(self.test_set, self.batch_size, self.num_workers)

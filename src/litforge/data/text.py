@@ -7,11 +7,10 @@ token is a character and the loss is in nats per character.
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 from torch.utils.data import Dataset
 
-from litforge.data.loaders import eval_loader, train_loader
+from litforge.data.loaders import SplitDataModule
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
@@ -53,7 +52,7 @@ class CharWindows(Dataset):
         return chunk[:-1], chunk[1:]
 
 
-class TextDataModule(L.LightningDataModule):
+class TextDataModule(SplitDataModule):
     """Split by position: the first `train_fraction` for training, then val, then test."""
 
     vocab_size = VOCAB_SIZE
@@ -78,7 +77,6 @@ class TextDataModule(L.LightningDataModule):
         self.shuffle_seed = shuffle_seed
         self.shuffle = shuffle
         self.num_workers = num_workers
-        self.train_set = self.val_set = self.test_set = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -89,19 +87,3 @@ class TextDataModule(L.LightningDataModule):
         self.train_set = CharWindows(ids[:n_train], self.block_size)
         self.val_set = CharWindows(ids[n_train : n_train + n_val], self.block_size)
         self.test_set = CharWindows(ids[n_train + n_val :], self.block_size)
-
-    def train_dataloader(self):
-        return train_loader(
-            self.train_set,
-            self.trainer,
-            self.batch_size,
-            self.num_workers,
-            self.shuffle_seed,
-            self.shuffle,
-        )
-
-    def val_dataloader(self):
-        return eval_loader(self.val_set, self.batch_size, self.num_workers)
-
-    def test_dataloader(self):
-        return eval_loader(self.test_set, self.batch_size, self.num_workers)
