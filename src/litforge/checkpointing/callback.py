@@ -16,7 +16,13 @@ from typing import Any
 import lightning as L
 import torch
 
-from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
+from litforge.checkpointing.store import (
+    CheckpointStore,
+    Manifest,
+    checkpoint_name,
+    download_dir,
+    sha256_of,
+)
 from litforge.checkpointing.uploader import Uploader
 
 log = logging.getLogger("litforge")
@@ -153,4 +159,4 @@ class StoreCheckpoint(L.Callback):
             return None
         if self.store.is_local:
             return Path(self.store.path(best.name))
-        return self.store.download(best.name, self.staging_dir / "best" / best.name)
+        return self.store.download(best.name, download_dir(self.staging_dir, "best") / best.name)

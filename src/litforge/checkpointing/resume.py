@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from litforge import checkpoint_file
-from litforge.checkpointing.store import CheckpointStore, sha256_of
+from litforge.checkpointing.store import CheckpointStore, download_dir, sha256_of
 from litforge.errors import ConfigError
 
 log = logging.getLogger("litforge")
@@ -19,7 +19,7 @@ def fetch_explicit(url: str, staging_dir: Path) -> Path:
     parent, _, name = str(url).rpartition("/")
     store = CheckpointStore(parent)
     try:
-        return store.download(name, staging_dir / "explicit" / name)
+        return store.download(name, download_dir(staging_dir, "explicit") / name)
     except FileNotFoundError as err:
         raise ConfigError(f"ckpt_path={url}: no such object") from err
 
@@ -39,7 +39,9 @@ def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, st
         if manifest is None:
             log.warning("skipping %s/%s: no completeness marker (interrupted upload?)", store, name)
             continue
-        local = Path(store.path(name)) if store.is_local else staging_dir / "resume" / name
+        local = (
+            Path(store.path(name)) if store.is_local else download_dir(staging_dir, "resume") / name
+        )
         if not store.is_local:
             store.download(name, local)
         if local.stat().st_size != manifest.bytes or sha256_of(local) != manifest.sha256:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,11 @@ def checkpoint_name(step: int) -> str:
 def step_of(name: str) -> int | None:
     match = _NAME.match(name)
     return int(match.group(1)) if match else None
+
+
+def download_dir(staging_dir: Path, purpose: str) -> Path:
+    """A per-process place for downloads: DDP ranks fetch the same object concurrently."""
+    return Path(staging_dir) / purpose / f"pid{os.getpid()}"
 
 
 def sha256_of(path: Path) -> str:
@@ -94,7 +101,8 @@ class CheckpointStore:
 
     def check_access(self) -> None:
         """Fail at start-up, not at the first save, on bad credentials or a missing bucket."""
-        probe = self.path(".litforge-write-test")
+        # Every DDP rank (and node) probes at start-up: one probe object each.
+        probe = self.path(f".litforge-write-test-{socket.gethostname()}-{os.getpid()}")
         bucket = self.root.split("/")[0]
         if not self.is_local and not bucket:
             raise ConfigError(f"checkpoint.dir={self} names no bucket; use s3://BUCKET/prefix")
