@@ -16,15 +16,16 @@ from tests.conftest import run_entry
 SECRET = "planted-secret-5c1d9e"
 
 
-def test_checkpoints_go_to_s3_and_the_same_command_resumes(s3, tmp_path):
+@pytest.mark.parametrize("devices", ["1", pytest.param("2", marks=pytest.mark.slow)])
+def test_checkpoints_go_to_s3_and_the_same_command_resumes(s3, tmp_path, devices):
     env = s3.env(secret=SECRET)
-    s3.stop()  # restart with the planted secret as the server's view of the environment
-    s3.start()
     args = ["debug=limit", "checkpoint.dir=s3://litforge/exp", "run_name=demo"]
+    args.append(f"trainer.devices={devices}")
     first = run_entry("train.py", *args, run_dir=tmp_path / "run", env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "no checkpoint in s3://litforge/exp/demo: starting fresh" in first.stdout
     keys = s3.keys(prefix="exp/demo/")
+    assert not [k for k in keys if "write-test" in k]
     assert "exp/demo/step-00000006.ckpt" in keys and "exp/demo/step-00000006.ckpt.complete" in keys
 
     again = run_entry("train.py", *args, "trainer.max_epochs=3", run_dir=tmp_path / "run", env=env)
