@@ -49,19 +49,20 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     resume_from = checkpointing.ckpt_path if checkpointing else cfg.get("ckpt_path")
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
     metrics = {k: run_record.as_float(v) for k, v in trainer.callback_metrics.items()}
-    best = None
+    best = best_url = None
     if checkpointing:
         checkpointing.saver.finish()  # every upload committed, or UploadsPending
         stopped_by = checkpointing.preemption.stopped_by
         if stopped_by:
             raise Preempted(stopped_by, trainer.global_step, str(checkpointing.store))
         best = checkpointing.saver.best_local_path()
+        best_url = checkpointing.saver.best_url()
 
     if cfg.get("test", True):
         # The best checkpoint by the monitored metric; without one, the weights in memory.
         results = trainer.test(module, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics.update({k: run_record.as_float(v) for k, v in results[0].items()})
-        metrics["best_checkpoint"] = str(best) if best else None
+        metrics["best_checkpoint"] = best_url
 
     metrics.update(
         precision_requested=str(cfg.trainer.precision),

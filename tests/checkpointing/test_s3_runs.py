@@ -31,9 +31,21 @@ def test_checkpoints_go_to_s3_and_the_same_command_resumes(s3, tmp_path, devices
     again = run_entry("train.py", *args, "trainer.max_epochs=3", run_dir=tmp_path / "run", env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from s3://litforge/exp/demo/step-00000006.ckpt" in again.stdout
-    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 9
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["global_step"] == 9
+    assert metrics["best_checkpoint"].startswith("s3://litforge/exp/demo/step-")
 
-    outputs = [first.stdout, first.stderr, again.stdout, again.stderr]
+    evaluated = run_entry(
+        "eval.py", f"ckpt_path={metrics['best_checkpoint']}", "debug=limit",
+        run_dir=tmp_path / "eval", env=env,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert (
+        json.loads((tmp_path / "eval" / "metrics.json").read_text())["test/acc"]
+        == metrics["test/acc"]
+    )
+
+    outputs = [first.stdout, first.stderr, again.stdout, again.stderr, evaluated.stdout]
     outputs += [p.read_bytes().decode("latin-1") for p in tmp_path.rglob("*") if p.is_file()]
     assert not [text for text in outputs if SECRET in text]
 

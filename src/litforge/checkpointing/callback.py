@@ -152,6 +152,13 @@ class StoreCheckpoint(L.Callback):
         sign = 1.0 if self.mode == "max" else -1.0
         return max(scored, key=lambda m: (sign * m.metric, m.step))
 
+    def best_url(self) -> str | None:
+        """Where the best checkpoint lives in the store (a path for a local store)."""
+        best = self.best()
+        if best is None:
+            return None
+        return self.store.path(best.name) if self.store.is_local else f"{self.store}/{best.name}"
+
     def best_local_path(self) -> Path | None:
         """The best committed checkpoint as a local file (downloaded if the store is remote)."""
         best = self.best()
