@@ -45,6 +45,7 @@ class Uploader:
         self.retries = retries
         self.backoff_s = backoff_s
         self._pending: list[_Job] = []  # failed jobs, oldest first (guarded by _lock)
+        self._queued: list[_Job] = []  # handed to the background thread, not yet tried
         self._lock = threading.Lock()
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._idle = threading.Event()
@@ -59,6 +60,8 @@ class Uploader:
         job = _Job(local, manifest, after_commit)
         if self.background:
             self._idle.clear()
+            with self._lock:
+                self._queued.append(job)
             self._queue.put(job)
         else:
             self._retry_pending(attempts=1)
@@ -71,10 +74,15 @@ class Uploader:
     def flush(self, timeout_s: float) -> None:
         """Wait for queued uploads and retry failed ones until `timeout_s`; raise if any remain."""
         deadline = time.monotonic() + timeout_s
-        if self.background:
-            while not self._idle.wait(timeout=0.1):
-                if time.monotonic() > deadline:
-                    break
+        if self.background and not self._idle.wait(timeout=timeout_s):
+            # The worker is still busy: report what it has not finished rather than
+            # letting the process exit under a half-done upload.
+            with self._lock:
+                left = [job.local for job in self._queued + self._pending]
+            raise UploadsPending(
+                f"uploads to {self.store} did not finish within {timeout_s:.0f} s; kept "
+                f"locally: {', '.join(str(p) for p in left)}"
+            )
         delay = self.backoff_s
         while self.pending() and time.monotonic() < deadline:
             self._retry_pending(attempts=1)
@@ -100,6 +108,8 @@ class Uploader:
                 return
             self._retry_pending(attempts=1)
             self._attempt(job, attempts=self.retries)
+            with self._lock:
+                self._queued.remove(job)
             if self._queue.empty():
                 self._idle.set()
 
