@@ -86,11 +86,13 @@ def test_store_outage_mid_run_loses_nothing(outage_cfg, s3, tmp_path, caplog, as
     assert not list((tmp_path / "run" / "checkpoint-staging").glob("step-*.ckpt"))
 
 
-def test_store_still_down_at_the_end_names_the_local_copies(outage_cfg, tmp_path):
-    cfg = outage_cfg("+callbacks.outage.stop_at=3", "checkpoint.final_upload_timeout_s=1")
-    with pytest.raises(
-        UploadsPending, match="still unreachable; not uploaded, kept locally"
-    ) as err:
+@pytest.mark.parametrize("async_upload", [False, True])
+def test_store_still_down_at_the_end_names_the_local_copies(outage_cfg, tmp_path, async_upload):
+    cfg = outage_cfg(
+        "+callbacks.outage.stop_at=3", "checkpoint.final_upload_timeout_s=1",
+        f"checkpoint.async_upload={async_upload}",
+    )  # fmt: skip
+    with pytest.raises(UploadsPending, match="kept locally") as err:
         train(cfg)
     staged = sorted((tmp_path / "run" / "checkpoint-staging").glob("step-*.ckpt"))
     assert staged and all(str(p) in str(err.value) for p in staged)

@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from litforge.checkpointing.store import CheckpointStore, Manifest
@@ -29,7 +29,6 @@ class _Job:
     local: Path
     manifest: Manifest
     after_commit: Callable[[Manifest], None] | None = None
-    attempts: int = field(default=0)
 
 
 class Uploader:
@@ -64,8 +63,8 @@ class Uploader:
                 self._queued.append(job)
             self._queue.put(job)
         else:
-            self._retry_pending(attempts=1)
-            self._attempt(job, attempts=self.retries)
+            self._retry_pending()
+            self._first_try(job)
 
     def pending(self) -> list[Path]:
         with self._lock:
@@ -85,7 +84,7 @@ class Uploader:
             )
         delay = self.backoff_s
         while self.pending() and time.monotonic() < deadline:
-            self._retry_pending(attempts=1)
+            self._retry_pending()
             if self.pending():
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, 30.0)
@@ -106,41 +105,49 @@ class Uploader:
             job = self._queue.get()
             if job is None:
                 return
-            self._retry_pending(attempts=1)
-            self._attempt(job, attempts=self.retries)
+            self._retry_pending()
+            self._first_try(job)
             with self._lock:
                 self._queued.remove(job)
             if self._queue.empty():
                 self._idle.set()
 
-    def _retry_pending(self, attempts: int) -> None:
-        with self._lock:
-            jobs, self._pending = self._pending, []
-        for job in jobs:
-            self._attempt(job, attempts)
-
-    def _attempt(self, job: _Job, attempts: int) -> bool:
-        delay = self.backoff_s
-        for attempt in range(attempts):
-            try:
-                self.store.upload(job.local, job.manifest)
-            except Exception as err:  # noqa: BLE001 - any backend error means "not uploaded"
-                job.attempts += 1
-                error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                if attempt + 1 < attempts:
-                    time.sleep(delay)
-                    delay *= 2
-                continue
-            else:
-                if not self.store.is_local:
-                    job.local.unlink(missing_ok=True)
-                if job.after_commit is not None:
-                    job.after_commit(job.manifest)
-                return True
+    def _first_try(self, job: _Job) -> None:
+        error = self._upload(job, attempts=self.retries)
+        if error is None:
+            return
         with self._lock:
             self._pending.append(job)
         log.warning(
             "checkpoint %s not uploaded to %s yet (%s); kept at %s, will retry",
             job.manifest.name, self.store, error, job.local,
         )  # fmt: skip
-        return False
+
+    def _retry_pending(self) -> None:
+        # A job stays listed in _pending until it succeeds, so flush() can always name it.
+        with self._lock:
+            jobs = list(self._pending)
+        for job in jobs:
+            if self._upload(job, attempts=1) is None:
+                with self._lock:
+                    self._pending.remove(job)
+
+    def _upload(self, job: _Job, attempts: int) -> str | None:
+        """Up to `attempts` tries with backoff; None on success, else the last error."""
+        delay = self.backoff_s
+        error = ""
+        for attempt in range(attempts):
+            try:
+                self.store.upload(job.local, job.manifest)
+            except Exception as err:  # noqa: BLE001 - any backend error means "not uploaded"
+                error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                if attempt + 1 < attempts:
+                    time.sleep(delay)
+                    delay *= 2
+                continue
+            if not self.store.is_local:
+                job.local.unlink(missing_ok=True)
+            if job.after_commit is not None:
+                job.after_commit(job.manifest)
+            return None
+        return error
