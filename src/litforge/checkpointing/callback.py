@@ -20,7 +20,6 @@ from litforge.checkpointing.store import (
     CheckpointStore,
     Manifest,
     checkpoint_name,
-    download_dir,
     sha256_of,
 )
 from litforge.checkpointing.uploader import Uploader
@@ -164,6 +163,4 @@ class StoreCheckpoint(L.Callback):
         best = self.best()
         if best is None:
             return None
-        if self.store.is_local:
-            return Path(self.store.path(best.name))
-        return self.store.download(best.name, download_dir(self.staging_dir, "best") / best.name)
+        return self.store.local_copy(best.name, self.staging_dir, "best")

@@ -39,11 +39,7 @@ def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, st
         if manifest is None:
             log.warning("skipping %s/%s: no completeness marker (interrupted upload?)", store, name)
             continue
-        local = (
-            Path(store.path(name)) if store.is_local else download_dir(staging_dir, "resume") / name
-        )
-        if not store.is_local:
-            store.download(name, local)
+        local = store.local_copy(name, staging_dir, "resume")
         if local.stat().st_size != manifest.bytes or sha256_of(local) != manifest.sha256:
             log.warning(
                 "skipping %s/%s: size or sha256 differs from its marker (corrupt)", store, name

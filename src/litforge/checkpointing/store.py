@@ -132,6 +132,12 @@ class CheckpointStore:
             self.fs.put_file(str(local), self.path(manifest.name))
         self.fs.pipe_file(self.path(manifest.name + MARKER_SUFFIX), manifest.to_json().encode())
 
+    def local_copy(self, name: str, staging_dir: Path, purpose: str) -> Path:
+        """The file itself for a local store; else a per-process download under staging_dir."""
+        if self.is_local:
+            return Path(self.path(name))
+        return self.download(name, download_dir(staging_dir, purpose) / name)
+
     def download(self, name: str, local: Path) -> Path:
         local.parent.mkdir(parents=True, exist_ok=True)
         self.fs.get_file(self.path(name), str(local))

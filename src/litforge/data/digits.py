@@ -16,8 +16,6 @@ class DigitsDataModule(SplitDataModule):
     Pixel values 0..16 are scaled to 0..1; images are (1, 8, 8) float tensors.
     """
 
-    num_classes = 10
-
     def __init__(
         self,
         batch_size: int = 64,

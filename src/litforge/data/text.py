@@ -55,8 +55,6 @@ class CharWindows(Dataset):
 class TextDataModule(SplitDataModule):
     """Split by position: the first `train_fraction` for training, then val, then test."""
 
-    vocab_size = VOCAB_SIZE
-
     def __init__(
         self,
         block_size: int = 128,
