@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import warnings
@@ -61,10 +62,22 @@ def quote_numeric_choices(
     return quoted
 
 
+class _DropLightningTips(logging.Filter):
+    """Lightning 2.6 advertises its cloud products ("💡 Tip: ...") on every run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("💡 Tip:")
+
+
 def silence_known_upstream_warnings() -> None:
-    """torch 2.13 + lightning 2.6.6 emit this FutureWarning on every fit; Lightning's to fix."""
+    """Messages every run would print that say nothing about the user's run."""
+    # torch 2.13 + lightning 2.6.6, on every fit; Lightning's to fix.
     warnings.filterwarnings(
         "ignore",
         message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
         category=FutureWarning,
     )
+    # torchdata 0.11's StatefulDataLoader calls torch.set_vital, deprecated in torch 2.13.
+    warnings.filterwarnings("ignore", message=r"'set_vital' is deprecated", category=UserWarning)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_DropLightningTips())

@@ -107,7 +107,8 @@ class StoreCheckpoint(L.Callback):
         self._last_save_time = time.monotonic()
         name = checkpoint_name(step)
         local = Path(self.store.path(name)) if self.store.is_local else self.staging_dir / name
-        trainer.save_checkpoint(local)  # collective: every rank takes part
+        # collective: every rank takes part. weights_only=False: the full training state.
+        trainer.save_checkpoint(local, weights_only=False)
         if not trainer.is_global_zero:
             return
         metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
