@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
+from litforge.callbacks.csv_log import CsvLogPosition, ResumableCSVLogger
 from litforge.callbacks.epoch_log import EpochLog
 from litforge.precision import LIGHTNING_CPU_FP16_WARNING, check_hardware, explain
 
@@ -54,6 +55,8 @@ def build_trainer(
     if not console.interactive():
         kwargs["enable_progress_bar"] = False  # carriage-return bars garble logs
     kwargs.update(overrides)
+    if any(isinstance(logger, ResumableCSVLogger) for logger in loggers):
+        callbacks = [*callbacks, CsvLogPosition()]  # keeps metrics.csv exact across resumes
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=LIGHTNING_CPU_FP16_WARNING)
         trainer = L.Trainer(**kwargs, callbacks=callbacks, logger=loggers or False)

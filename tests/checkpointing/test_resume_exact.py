@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,11 @@ import torch
 
 from tests.conftest import TINY_GPT, run_entry
 
+# Every row logged and flushed at once, so the killed attempt leaves rows past its last
+# checkpoint in metrics.csv, which the resumed run must drop (litforge.callbacks.csv_log).
+CSV_EVERY_STEP = ["trainer.log_every_n_steps=1", "logger.csv.flush_logs_every_n_steps=1"]
 CNN = [
+    *CSV_EVERY_STEP,
     "trainer.max_steps=30",
     "checkpoint.every_n_train_steps=5",
     "trainer.limit_val_batches=2",
@@ -18,6 +23,7 @@ CNN = [
 ]
 GPT = [
     *TINY_GPT,
+    *CSV_EVERY_STEP,
     "model.gradient_checkpointing=true",
     "trainer.accumulate_grad_batches=2",
     "trainer.limit_train_batches=10",  # 5 optimizer steps an epoch: resume crosses epochs
@@ -70,20 +76,56 @@ def killed_and_resumed_equals_uninterrupted(
     assert_bitwise_equal(expected["state_dict"], got["state_dict"], "state_dict")
     assert_bitwise_equal(expected["optimizer_states"], got["optimizer_states"], "optimizer")
     assert_bitwise_equal(expected["lr_schedulers"], got["lr_schedulers"], "lr_schedulers")
+    return metrics_rows(tmp_path / "reference"), metrics_rows(tmp_path / "preempted")
+
+
+def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_same_log(reference: list, resumed: list, epoch_resumed_mid_way: int | None) -> None:
+    """The log reads as one unbroken run: no row lost before the resume point, none repeated
+    after it, the same values. One known difference: the summary row (train/loss_epoch,
+    train/acc) of an epoch resumed mid-way covers only the steps after the resume, since
+    Lightning does not checkpoint its epoch accumulators; that row must still be there."""
+    assert [r["step"] for r in resumed] == [r["step"] for r in reference]
+    for ref, got in zip(reference, resumed, strict=True):
+        if ref["epoch"] == str(epoch_resumed_mid_way) and ref["train/loss_epoch"]:
+            assert {k for k, v in got.items() if v} == {k for k, v in ref.items() if v}
+        else:
+            assert got == ref
 
 
 def test_cnn_with_dropout_resumes_mid_epoch_bitwise(tmp_path):
     # 19 batches an epoch: killed at step 23, resumed from the step-20 checkpoint mid-epoch.
-    killed_and_resumed_equals_uninterrupted(tmp_path, CNN, kill_at=23, last=30)
+    reference, resumed = killed_and_resumed_equals_uninterrupted(tmp_path, CNN, kill_at=23, last=30)
+    assert_same_log(reference, resumed, epoch_resumed_mid_way=1)
+
+
+def test_cnn_resumes_from_the_default_epoch_end_checkpoint(tmp_path):
+    # The default trigger: a save after each epoch's validation (step 19), then killed.
+    args = [a for a in CNN if not a.startswith("checkpoint.every_n_train_steps")]
+    reference, resumed = killed_and_resumed_equals_uninterrupted(
+        tmp_path, args, kill_at=23, last=30
+    )
+    # The epoch-0 summary row (train/acc, train/loss_epoch at step 18) is logged after that
+    # save and not again on resume: the killed attempt's row is kept. Epoch 1 starts after
+    # the checkpoint, so the whole log matches.
+    assert [r["step"] for r in reference if r["train/acc"]][0] == "18"
+    assert resumed == reference
 
 
 def test_gpt_with_checkpointing_and_accumulation_resumes_bitwise(tmp_path):
-    killed_and_resumed_equals_uninterrupted(tmp_path, GPT, kill_at=10, last=14)
+    # 5 optimizer steps an epoch: resumed from step 8, in epoch 1.
+    reference, resumed = killed_and_resumed_equals_uninterrupted(tmp_path, GPT, kill_at=10, last=14)
+    assert_same_log(reference, resumed, epoch_resumed_mid_way=1)
 
 
 @pytest.mark.slow
 def test_ddp_two_processes_resume_bitwise(tmp_path):
     # 10 batches per rank per epoch: the kill at step 13 lands mid-epoch after step 10.
-    killed_and_resumed_equals_uninterrupted(
+    reference, resumed = killed_and_resumed_equals_uninterrupted(
         tmp_path, [*CNN, "trainer.devices=2"], kill_at=13, last=30
     )
+    assert_same_log(reference, resumed, epoch_resumed_mid_way=1)

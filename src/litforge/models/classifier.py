@@ -48,7 +48,10 @@ class Classifier(LitforgeModule):
     def on_train_epoch_end(self) -> None:
         # Logged once an epoch, not as a Metric object every step: Lightning's per-call
         # handling of a logged Metric was the largest share of the CNN's per-step overhead.
-        self.log("train/acc", self.train_acc.compute())  # compute() syncs across ranks
+        # No updates: a run resumed from a checkpoint taken at this epoch's end, where
+        # Lightning calls this hook again with fresh metric state; there is nothing to report.
+        if self.train_acc.update_count:
+            self.log("train/acc", self.train_acc.compute())  # compute() syncs across ranks
         self.train_acc.reset()
 
     def validation_step(self, batch, batch_idx: int) -> None:
