@@ -14,8 +14,8 @@ the duration), the per-run median is one repeat, and the sides are interleaved:
   s3_sync      checkpoint.dir=s3://litforge/bench on tests/s3server.py's moto server
   s3_async     the same with checkpoint.async_upload=true
 for the digits CNN (a ~1.8 MB checkpoint, saved after each epoch's validation, as in
-conf/checkpoint/default.yaml) and for the gpt_char GPT (7.4 MB with its AdamW state; saved every
-step here, since its default interval is 200 steps of ~0.3 s).
+conf/checkpoint/default.yaml) and for the gpt_char GPT (1.4 MB with its AdamW state; saved every
+step here, since its default interval is 200 steps of ~60 ms).
 
 The overhead share (goal <= 3%) is accounted inside each run of the default digits
 experiment with the default checkpoint config (8 epochs, a local save after each epoch's
