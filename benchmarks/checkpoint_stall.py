@@ -25,8 +25,8 @@ from the same seconds of the same process, so a slow spell of the machine scales
 `ckpt_overhead_share_ab` is the same question asked the A/B way, as a cross-check that
 also sees indirect costs (caches, allocator): the run against `checkpoint=none`,
 interleaved, minus one, on the median CPU time of one epoch (training, validation and, on
-one side, the save) from one epoch start to the next. Its spread (about -6% to +11% over
-7 pairs) is wider than the ~2% effect, which is why it is reported, not judged.
+one side, the save) from one epoch start to the next. Its spread over 7 pairs (-6% to +11%,
+then -2% to +10%, in two runs) is wider than the ~2.5% effect: reported, not judged.
 CPU time, not wall time: in the default config (local directory, synchronous)
 every byte of checkpointing work runs on the training thread, and no background upload
 thread exists whose CPU time would be counted without stalling training; CPU time is what
@@ -151,7 +151,7 @@ def _run(overrides: list[str], server: Any) -> tuple[float, float, list[TimedSav
 def _blocking(
     base: list[str], server: Any, repeats: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Per side: the median blocking ms of each run, and every save's (ms, bytes)."""
+    """Per side: the median blocking ms of each run, and every save's `TimedSave`."""
     every: dict[str, list[TimedSave]] = {side: [] for side in SIDES}
 
     def side(name: str) -> Callable[[], float]:
