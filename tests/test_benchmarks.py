@@ -1,0 +1,54 @@
+"""The benchmark harness itself: how figures are judged and paired, and the GPU script's
+code paths (its --smoke mode, tiny models on the CPU). `make bench` runs the real thing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.stats import Figure, interleaved, ratios
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_figure_judges_its_goal_on_the_median():
+    assert Figure.of([1.2, 1.0, 1.01], "x", "<= 1.03").met is True  # median 1.01
+    assert Figure.of([1.04], "x", "<= 1.03").met is False
+    assert Figure.of([97.5], "%", ">= 97").met is True
+    assert Figure.of([1.0, 2.0], "x").met is None  # reported only
+    assert Figure.of([3.0, 1.0, 2.0], "x").to_json()["min"] == 1.0
+
+
+def test_sides_alternate_order_and_pair_by_repeat():
+    calls: list[str] = []
+
+    def side(name: str, value: float):
+        def one() -> float:
+            calls.append(name)
+            return value
+
+        return one
+
+    values = interleaved({"a": side("a", 2.0), "b": side("b", 4.0)}, repeats=3)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert ratios(values, "a", "b") == [0.5, 0.5, 0.5]
+
+
+def test_gpu_script_code_paths_run_on_the_cpu(tmp_path):
+    # A subprocess: the benchmark harness sets process-wide state (threads, log levels).
+    out = tmp_path / "gpu.json"
+    args = ["--smoke", "--steps", "2", "--warmup", "1", "--repeats", "1", "--out", str(out)]
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| model | setting | tokens/s |" in result.stdout
+    rows = json.loads(out.read_text())["rows"]
+    settings = [r["setting"] for r in rows]
+    assert {"32-true", "16-mixed", "bf16-mixed"} <= set(settings)
+    assert all(r["tokens_per_s"] > 0 and r["tflops"] >= 0 for r in rows if "tokens_per_s" in r)
+    (cmp,) = [r for r in rows if r["setting"].startswith("template / raw")]
+    assert cmp["ratio_median"] > 0
