@@ -103,15 +103,25 @@ def _timed_pair(
     return interleaved(sides, repeats)
 
 
-def measure_checkpointing(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
-    plain, batch = _setup(checkpointing=False)
-    ckpt, _ = _setup(checkpointing=True)
+def _plain_and_checkpointed(
+    *overrides: str,
+) -> tuple[torch.nn.Module, torch.nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    """The same weights without and with gradient checkpointing, and one batch."""
+    plain, batch = _setup(False, *overrides)
+    ckpt, _ = _setup(True, *overrides)
     ckpt.load_state_dict(plain.state_dict())
+    return plain, ckpt, batch
+
+
+def _bf16_bytes_ratio(net: torch.nn.Module, batch: Any) -> float:
+    return saved_bytes(net, batch, bf16=True) / saved_bytes(net, batch)
+
+
+def measure_checkpointing(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
+    plain, ckpt, batch = _plain_and_checkpointed()
     b_plain, b_ckpt = saved_bytes(plain, batch), saved_bytes(ckpt, batch)
     f_plain, f_ckpt = flops(plain, batch), flops(ckpt, batch)
-    small, small_batch = _setup(False, "experiment=gpt_char")
-    small_ckpt, _ = _setup(True, "experiment=gpt_char")
-    small_ckpt.load_state_dict(small.state_dict())
+    small, small_ckpt, small_batch = _plain_and_checkpointed("experiment=gpt_char")
     small_ratio = saved_bytes(small_ckpt, small_batch) / saved_bytes(small, small_batch)
     times = _timed_pair(
         _step_runner(ckpt, batch, False), _step_runner(plain, batch, False), repeats
@@ -141,10 +151,8 @@ def measure_checkpointing(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
 def measure_precision(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
     net, batch = _setup(checkpointing=False)
     b32, b16 = saved_bytes(net, batch), saved_bytes(net, batch, bf16=True)
-    dropout, _ = _setup(False, "model.net.dropout=0.1")
-    dropout_ratio = saved_bytes(dropout, batch, bf16=True) / saved_bytes(dropout, batch)
-    small, small_batch = _setup(False, "experiment=gpt_char")
-    small_ratio = saved_bytes(small, small_batch, bf16=True) / saved_bytes(small, small_batch)
+    dropout_ratio = _bf16_bytes_ratio(_setup(False, "model.net.dropout=0.1")[0], batch)
+    small_ratio = _bf16_bytes_ratio(*_setup(False, "experiment=gpt_char"))
     times = _timed_pair(_step_runner(net, batch, True), _step_runner(net, batch, False), repeats)
     return {
         "bf16_saved_bytes": Figure.of(

@@ -50,6 +50,7 @@ def test_rerun_after_the_end_keeps_the_log_and_a_fresh_start_empties_it(make_cfg
     args = ("debug=limit", "test=false")
     train(make_cfg(*args))
     before = (tmp_path / "run" / LOG).read_text()
+    before_rows = read_rows(tmp_path / "run" / LOG)
     assert "train/acc" in before.splitlines()[0]
 
     train(make_cfg(*args))  # resume=auto on a finished run: nothing to train, no row lost
@@ -57,9 +58,5 @@ def test_rerun_after_the_end_keeps_the_log_and_a_fresh_start_empties_it(make_cfg
 
     train(make_cfg(*args, "resume=never", "seed=3"))  # a new run: its own rows only
     rows = read_rows(tmp_path / "run" / LOG)
-    assert len(rows) == len(read_rows_text(before))
+    assert len(rows) == len(before_rows)
     assert (tmp_path / "run" / LOG).read_text() != before
-
-
-def read_rows_text(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(text.splitlines()))

@@ -31,7 +31,8 @@ class _KeepingWriter(ExperimentWriter):
     def __init__(self, log_dir: str) -> None:
         super().__init__(log_dir)
         if self._fs.isfile(self.metrics_file_path):
-            header, _ = self._read()
+            with self._fs.open(self.metrics_file_path, "r", newline="") as file:
+                header = next(csv.reader(file), [])
             self.metrics_keys = sorted(header)  # else the first save rewrites with fewer keys
 
     def _check_log_dir_exists(self) -> None:
