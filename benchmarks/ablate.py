@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import io
 import shutil
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,10 @@ def main(argv: list[str] | None = None) -> None:
     base = overhead.MODELS["cnn"]["overrides"]
     dirs: list[Path] = []
     runs: dict[str, Any] = {
-        name: overhead._template([*base, *extra], dirs) for name, extra in VARIANTS.items()
+        name: overhead.template_runner([*base, *extra], dirs) for name, extra in VARIANTS.items()
     }
-    runs["lightning"] = overhead._lightning(base, dirs)
-    runs["raw"] = overhead._raw(base, dirs)
+    runs["lightning"] = overhead.lightning_runner(base, dirs)
+    runs["raw"] = overhead.raw_runner(base, dirs)
     with contextlib.redirect_stdout(io.StringIO()):
         for name, run in list(runs.items()):
             try:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
     for name in runs:
-        ms = sorted(values[name])[len(values[name]) // 2] * 1e3
+        ms = statistics.median(values[name]) * 1e3
         show(f"{name} ({ms:.2f} ms/step)", Figure.of(ratios(values, name, "raw"), "x raw loop"))
 
 

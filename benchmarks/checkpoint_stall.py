@@ -1,37 +1,11 @@
 """Figure 4, checkpoint stall: how long training waits on a checkpoint save, and what
 checkpointing at the default interval costs a whole training run.
 
-Blocking time per save is the wall-clock time of `StoreCheckpoint.save(trainer)`, the call
-the training thread waits on: `trainer.save_checkpoint` (serialization, the write to
-local disk or to the staging directory), the sha256 of the file and, with
-`checkpoint.async_upload=false`, the upload to the store with its completeness marker;
-with `async_upload=true` the upload runs on a background thread and only the hand-off is
-in the call. Wall clock is the right clock here: a synchronous upload to S3 is mostly
-waiting on the network (here on the moto test server, a separate process), which CPU time
-would not see. Every save of real training runs is timed (the class method is wrapped for
-the duration), the per-run median is one repeat, and the sides are interleaved:
-  local_sync   checkpoint.dir in the run directory (the default)
-  s3_sync      checkpoint.dir=s3://litforge/bench on tests/s3server.py's moto server
-  s3_async     the same with checkpoint.async_upload=true
-for the digits CNN (a ~1.8 MB checkpoint, saved after each epoch's validation, as in
-conf/checkpoint/default.yaml) and for the gpt_char GPT (1.4 MB with its AdamW state; saved every
-step here, since its default interval is 200 steps of ~60 ms).
-
-The overhead share (goal <= 3%) is accounted inside each run of the default digits
-experiment with the default checkpoint config (8 epochs, a local save after each epoch's
-validation): the CPU time spent in `StoreCheckpoint.save` over the CPU time of the rest of
-training, from the first epoch start to the end of training. Both sides of that ratio come
-from the same seconds of the same process, so a slow spell of the machine scales both.
-`ckpt_overhead_share_ab` is the same question asked the A/B way, as a cross-check that
-also sees indirect costs (caches, allocator): the run against `checkpoint=none`,
-interleaved, minus one, on the median CPU time of one epoch (training, validation and, on
-one side, the save) from one epoch start to the next. Its spread over 7 pairs (-6% to +11%,
-then -2% to +10%, in two runs) is wider than the ~2.5% effect: reported, not judged.
-CPU time, not wall time: in the default config (local directory, synchronous)
-every byte of checkpointing work runs on the training thread, and no background upload
-thread exists whose CPU time would be counted without stalling training; CPU time is what
-the rest of the suite uses because other load on a shared machine does not inflate it. The
-wall-clock version of the A/B ratio is kept in its `extra` for comparison.
+Blocking time is the wall-clock time of each `StoreCheckpoint.save` (as the callback
+records it in `timings`) in real training runs: local disk, and the S3 test server with
+synchronous and asynchronous upload, for the digits CNN and the gpt_char GPT. The overhead
+share is the CPU time in the saves over the rest of training's CPU time, inside runs of
+the default digits experiment. Method and measurement history: README.md, "Performance".
 """
 
 from __future__ import annotations
@@ -45,16 +19,15 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import lightning as L
 
-from benchmarks.harness import compose_cfg, scratch_dir
+from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, ratios
-from litforge.checkpointing.callback import StoreCheckpoint
-from litforge.checkpointing.store import checkpoint_name
+from litforge.checkpointing.callback import SaveTiming, StoreCheckpoint
+from litforge.cli import compose
 from litforge.train import train
 
 BUCKET = "litforge"
@@ -69,33 +42,23 @@ SIDES: dict[str, list[str]] = {
 }
 
 
-@dataclass
-class TimedSave:
-    wall_ms: float
-    cpu_ms: float
-    bytes: int | None  # from the manifest once committed; None while an upload is in flight
+class SaveTimings(L.Callback):
+    """Copies the run's `StoreCheckpoint.timings` (one per save that wrote a checkpoint).
 
+    It is added through the config (`+callbacks.save_timings._target_=...`), and since
+    `train(cfg)` returns only metrics, it leaves the copy in the class attribute `last`.
+    It copies at teardown, after every hook of the fit (the final save's included).
+    """
 
-@contextlib.contextmanager
-def timed_saves() -> Iterator[list[TimedSave]]:
-    """Wall and CPU time of every `StoreCheckpoint.save` that wrote a checkpoint, in order."""
-    record: list[TimedSave] = []
-    original = StoreCheckpoint.save
+    last: ClassVar[list[SaveTiming]] = []
 
-    def save(self: StoreCheckpoint, trainer: Any) -> None:
-        before = self._last_saved_step
-        wall, cpu = time.perf_counter(), time.process_time()
-        original(self, trainer)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        if self._last_saved_step != before:  # not a repeat call for an already saved step
-            manifest = self._committed.get(checkpoint_name(self._last_saved_step))
-            record.append(TimedSave(wall * 1e3, cpu * 1e3, manifest.bytes if manifest else None))
-
-    StoreCheckpoint.save = save  # type: ignore[method-assign]
-    try:
-        yield record
-    finally:
-        StoreCheckpoint.save = original  # type: ignore[method-assign]
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        SaveTimings.last = [
+            timing
+            for callback in trainer.callbacks
+            if isinstance(callback, StoreCheckpoint)
+            for timing in callback.timings
+        ]
 
 
 @contextlib.contextmanager
@@ -134,31 +97,30 @@ def _empty_bucket(server: Any) -> None:
             client.delete_objects(Bucket=BUCKET, Delete={"Objects": keys})
 
 
-def _run(overrides: list[str], server: Any) -> tuple[float, float, list[TimedSave]]:
-    """(CPU s, wall s, save ms) of one `train(cfg)` as `python train.py` runs it under CI."""
+def _run(overrides: list[str], server: Any) -> list[SaveTiming]:
+    """The saves of one `train(cfg)` as `python train.py` runs it under CI, in order."""
     run_dir = scratch_dir()
-    cfg = compose_cfg([*overrides, "test=false", "resume=never"], run_dir)
+    timings = f"+callbacks.save_timings._target_={__name__}.SaveTimings"
+    cfg = compose([*overrides, timings, "test=false", "resume=never"], run_dir)
     gc.collect()
-    with timed_saves() as saves:
-        cpu, wall = time.process_time(), time.perf_counter()
-        train(cfg)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    SaveTimings.last = []
+    train(cfg)
     shutil.rmtree(run_dir, ignore_errors=True)
     _empty_bucket(server)
-    return cpu, wall, saves
+    return SaveTimings.last
 
 
 def _blocking(
     base: list[str], server: Any, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Per side: the median blocking ms of each run, and every save's `TimedSave`."""
-    every: dict[str, list[TimedSave]] = {side: [] for side in SIDES}
+) -> tuple[dict[str, list[float]], dict[str, list[SaveTiming]]]:
+    """Per side: the median blocking ms of each run, and every save's `SaveTiming`."""
+    every: dict[str, list[SaveTiming]] = {side: [] for side in SIDES}
 
     def side(name: str) -> Callable[[], float]:
         def one() -> float:
-            _, _, saves = _run([*base, *SIDES[name]], server)
+            saves = _run([*base, *SIDES[name]], server)
             every[name].extend(saves)
-            return statistics.median(save.wall_ms for save in saves)
+            return statistics.median(save.wall_s * 1e3 for save in saves)
 
         return one
 
@@ -187,10 +149,10 @@ def _share(server: Any, repeats: int) -> dict[str, Figure]:
         def one() -> float:
             """Median CPU s of one epoch (training, validation, save) in an 8-epoch run."""
             EpochClock.marks = []
-            _, _, saves = _run([f"trainer.max_epochs={SHARE_EPOCHS}", *clock, *extra], server)
+            saves = _run([f"trainer.max_epochs={SHARE_EPOCHS}", *clock, *extra], server)
             cpu, walls = zip(*EpochClock.marks, strict=True)
             if saves:
-                saving = sum(save.cpu_ms for save in saves) / 1e3
+                saving = sum(save.cpu_s for save in saves)
                 in_run.append(saving / (cpu[-1] - cpu[0] - saving))
             wall[name].append(statistics.median(b - a for a, b in itertools.pairwise(walls)))
             return statistics.median(b - a for a, b in itertools.pairwise(cpu))
@@ -231,13 +193,12 @@ def _share(server: Any, repeats: int) -> dict[str, Figure]:
 
 
 def _block_figures(
-    prefix: str, what: str, values: dict[str, list[float]], every: dict[str, list[Any]]
+    prefix: str, what: str, values: dict[str, list[float]], every: dict[str, list[SaveTiming]]
 ) -> dict[str, Figure]:
     figures = {}
     for name in SIDES:
         where, mode = name.split("_")
-        ms = [save.wall_ms for save in every[name]]
-        sizes = [save.bytes for save in every[name] if save.bytes is not None]
+        ms = [save.wall_s * 1e3 for save in every[name]]
         figures[f"ckpt_block_ms_{prefix}{name}"] = Figure.of(
             values[name],
             "ms",
@@ -246,7 +207,7 @@ def _block_figures(
             extra={
                 "saves": len(ms),
                 "all_saves_ms_min_max": [round(min(ms), 2), round(max(ms), 2)],
-                "checkpoint_bytes": max(sizes) if sizes else None,
+                "checkpoint_bytes": max((save.bytes for save in every[name]), default=None),
             },
         )
     figures[f"ckpt_{prefix}async_vs_sync_s3"] = Figure.of(

@@ -5,7 +5,7 @@ For a GPT-2-small-shaped model (124M parameters) and a ~350M one, sequence 1024:
     bf16-mixed + torch.compile, measured on the plain net (`litforge.nets.gpt.GPT`);
   * peak memory with and without gradient checkpointing (bf16-mixed);
   * the template (`litforge.train.train`, default callbacks and logger) against the
-    hand-written loop of `benchmarks.rawloop` at the same settings (bf16-mixed, eager),
+    hand-written loop of `benchmarks.rawloop` (benchmarks/gpu_template.py) at the same settings (bf16-mixed, eager),
     time per step between two step counts inside each run, interleaved repeats.
 FLOPs per step are counted with `FlopCounterMode` (attention included); MFU divides the
 achieved rate by the datasheet dense peak of the GPU for that precision.
@@ -18,19 +18,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import lightning as L
 import torch
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from litforge.nets.gpt import GPT
+from benchmarks.gpu_template import WINDOW, template_vs_raw
+from litforge.nets.gpt import GPT, GPTConfig
 
 # Dense datasheet peaks in TFLOP/s: (bf16/fp16 tensor cores, tf32 tensor cores, fp32).
 PEAKS = {
@@ -53,8 +52,8 @@ class Shape:
     block: int = 1024
     vocab: int = 50304  # GPT-2's 50257 padded to a multiple of 64
 
-    def net_kwargs(self) -> dict[str, Any]:
-        return dict(
+    def net_config(self) -> GPTConfig:
+        return GPTConfig(
             vocab_size=self.vocab, block_size=self.block, n_layer=self.n_layer,
             n_head=self.n_head, n_embd=self.n_embd, dropout=0.0, bias=False,
         )  # fmt: skip
@@ -123,7 +122,7 @@ def make_step(
 
 def build(shape: Shape, device: torch.device, checkpointing: bool = False) -> GPT:
     torch.manual_seed(0)
-    net = GPT(**shape.net_kwargs()).to(device)
+    net = GPT(shape.net_config()).to(device)
     net.gradient_checkpointing = checkpointing
     return net.train()
 
@@ -176,83 +175,6 @@ def peak_memory(shape: Shape, device: torch.device, checkpointing: bool) -> floa
     peak = torch.cuda.max_memory_allocated(device) / 2**30
     del net, step
     return peak
-
-
-STAMPS: dict[int, float] = {}  # optimizer step -> perf_counter, written by StepStamp
-WINDOW = (5, 35)  # steps between which template and raw loop are timed on the GPU
-
-
-class StepStamp(L.Callback):
-    """Records the time (device synchronised) after optimizer steps `first` and `last`."""
-
-    def __init__(self, first: int = WINDOW[0], last: int = WINDOW[1]) -> None:
-        self.steps = (first, last)
-
-    def record(self, step: int) -> None:
-        if step in self.steps:
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            STAMPS[step] = time.perf_counter()
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        self.record(trainer.global_step)
-
-
-def template_vs_raw(
-    shape: Shape, device: torch.device, repeats: int, window: tuple[int, int]
-) -> dict[str, Any]:
-    """Seconds per step of the template and of the raw loop, bf16-mixed, interleaved.
-
-    The step time is measured inside each run between steps window[0] and window[1]
-    (device synchronised at both), so start-up and the sanity validation drop out.
-    """
-    from benchmarks import rawloop
-    from benchmarks.harness import compose_cfg, scratch_dir
-    from litforge import build as lf_build
-    from litforge.train import train
-
-    first, last = window
-    overrides = [
-        "experiment=gpt_char", "precision=bf16-mixed", "test=false",
-        f"trainer.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}", "trainer.devices=1",
-        f"trainer.max_steps={last}", f"data.block_size={shape.block}",
-        f"data.batch_size={shape.batch}", f"model.net.vocab_size={shape.vocab}",
-        f"model.net.n_layer={shape.n_layer}", f"model.net.n_head={shape.n_head}",
-        f"model.net.n_embd={shape.n_embd}", "model.net.dropout=0.0",
-    ]  # fmt: skip
-    stamp = [
-        f"+callbacks.bench_stamp._target_={__name__}.StepStamp",
-        f"+callbacks.bench_stamp.first={first}",
-        f"+callbacks.bench_stamp.last={last}",
-    ]
-
-    def template() -> float:
-        STAMPS.clear()
-        train(compose_cfg([*overrides, *stamp], scratch_dir()))
-        return (STAMPS[last] - STAMPS[first]) / (last - first)
-
-    def raw() -> float:
-        STAMPS.clear()
-        run_dir = scratch_dir()
-        cfg = compose_cfg(overrides, run_dir)
-        datamodule = lf_build.build_datamodule(cfg)
-        on_step = StepStamp(first, last).record
-        rawloop.fit(cfg, datamodule, last, run_dir, str(device), torch.bfloat16, on_step=on_step)
-        return (STAMPS[last] - STAMPS[first]) / (last - first)
-
-    values: dict[str, list[float]] = {"template": [], "raw": []}
-    for r in range(repeats):
-        order = [("template", template), ("raw", raw)]
-        for name, fn in order if r % 2 == 0 else reversed(order):
-            values[name].append(fn())
-    ratios = [t / w for t, w in zip(values["template"], values["raw"], strict=True)]
-    return {
-        "ratio_median": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "template_s_per_step": statistics.median(values["template"]),
-        "raw_s_per_step": statistics.median(values["raw"]),
-    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,8 @@
-"""What every CPU benchmark shares: one thread, quiet logs, configs composed like train.py."""
+"""What every CPU benchmark shares: one thread, quiet logs, a scratch directory per run.
+
+Configs are composed with `litforge.cli.compose`, as the tests do: the config
+`python train.py *overrides` would see.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,8 @@ import warnings
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, open_dict
 
-from litforge.cli import CONF_DIR, quote_numeric_choices, silence_known_upstream_warnings
+from litforge.cli import silence_known_upstream_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -31,15 +33,6 @@ def setup() -> None:
 
     for name in ("lightning.pytorch", "lightning.fabric", "litforge"):
         logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def compose_cfg(overrides: list[str], run_dir: Path | None = None) -> DictConfig:
-    """The config `python train.py *overrides` would see (as tests/conftest.py builds it)."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="train", overrides=quote_numeric_choices(overrides))
-    with open_dict(cfg):
-        cfg.run_dir = str(run_dir or tempfile.mkdtemp(prefix="litforge-bench-"))
-    return cfg
 
 
 def scratch_dir() -> Path:

@@ -20,6 +20,7 @@ two step counts, with the two sides interleaved.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +28,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks import rawloop
-from benchmarks.harness import compose_cfg
+from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge import build
+from litforge.cli import compose
 
 STEPS = (2, 6)  # short and long run for the step-time slope
 
@@ -41,12 +43,14 @@ def _setup(
     checkpointing: bool, *overrides: str
 ) -> tuple[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     """The GPT (training mode) and one training batch; overrides apply after SUBJECT."""
-    cfg = compose_cfg([*SUBJECT, f"model.gradient_checkpointing={checkpointing}", *overrides])
+    run_dir = scratch_dir()  # cfg needs one; no Trainer, logger or checkpoint writes there
+    cfg = compose([*SUBJECT, f"model.gradient_checkpointing={checkpointing}", *overrides], run_dir)
     torch.manual_seed(cfg.seed)
     net = rawloop.build_net(cfg).train()
     datamodule = build.build_datamodule(cfg)
     datamodule.setup("fit")
     pairs = [datamodule.train_set[i] for i in range(cfg.data.batch_size)]
+    shutil.rmtree(run_dir, ignore_errors=True)
     return net, (torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs]))
 
 

@@ -14,6 +14,7 @@ CSV log and best/last checkpoints, so `lightning` does less file work than the o
 from __future__ import annotations
 
 import shutil
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from typing import Any
 import lightning as L
 
 from benchmarks import rawloop
-from benchmarks.harness import compose_cfg, scratch_dir
+from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge import build
+from litforge.cli import compose
 from litforge.train import train
 
 # Step counts of the short and long run. Digits has 19 batches per epoch and validates
@@ -35,19 +37,29 @@ MODELS: dict[str, dict[str, Any]] = {
 }
 
 
-def _template(overrides: list[str], dirs: list[Path]) -> Callable[[int], Any]:
+# One side of the comparison: run(steps) trains for that many optimizer steps in a fresh
+# scratch directory, which it appends to the `dirs` list given to the factory (the caller
+# removes them once timing is done).
+Runner = Callable[[int], Any]
+
+
+def template_runner(overrides: list[str], dirs: list[Path]) -> Runner:
+    """`litforge.train.train(cfg)` as `python train.py *overrides` runs it (no test)."""
+
     def run(steps: int) -> Any:
         dirs.append(scratch_dir())
-        cfg = compose_cfg([*overrides, f"trainer.max_steps={steps}", "test=false"], dirs[-1])
+        cfg = compose([*overrides, f"trainer.max_steps={steps}", "test=false"], dirs[-1])
         return train(cfg)
 
     return run
 
 
-def _lightning(overrides: list[str], dirs: list[Path]) -> Callable[[int], Any]:
+def lightning_runner(overrides: list[str], dirs: list[Path]) -> Runner:
+    """Lightning's minimal Trainer (no logger, checkpoints, callbacks) on the same module."""
+
     def run(steps: int) -> Any:
         dirs.append(scratch_dir())
-        cfg = compose_cfg([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
+        cfg = compose([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         t = cfg.trainer
         trainer = L.Trainer(
@@ -73,10 +85,12 @@ def _lightning(overrides: list[str], dirs: list[Path]) -> Callable[[int], Any]:
     return run
 
 
-def _raw(overrides: list[str], dirs: list[Path]) -> Callable[[int], Any]:
+def raw_runner(overrides: list[str], dirs: list[Path]) -> Runner:
+    """The hand-written loop of `benchmarks.rawloop` on the same config."""
+
     def run(steps: int) -> Any:
         dirs.append(scratch_dir())
-        cfg = compose_cfg([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
+        cfg = compose([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
         return rawloop.fit(cfg, build.build_datamodule(cfg), steps, dirs[-1])
 
     return run
@@ -88,7 +102,11 @@ def measure(model: str, repeats: int = MIN_REPEATS) -> dict[str, Figure]:
     dirs: list[Path] = []
     runs = {
         name: make(spec["overrides"], dirs)
-        for name, make in (("template", _template), ("lightning", _lightning), ("raw", _raw))
+        for name, make in (
+            ("template", template_runner),
+            ("lightning", lightning_runner),
+            ("raw", raw_runner),
+        )
     }
     for run in runs.values():  # warm-up: first-call costs (imports, allocator) stay out
         run(short)
@@ -97,7 +115,7 @@ def measure(model: str, repeats: int = MIN_REPEATS) -> dict[str, Figure]:
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
     ms = {name: [v * 1e3 for v in vals] for name, vals in values.items()}
-    per_step_ms = {name: round(sorted(v)[len(v) // 2], 4) for name, v in ms.items()}
+    per_step_ms = {name: round(statistics.median(v), 4) for name, v in ms.items()}
     return {
         f"overhead_{model}": Figure.of(
             ratios(values, "template", "raw"),

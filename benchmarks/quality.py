@@ -16,9 +16,10 @@ from typing import Any
 
 import lightning as L
 
-from benchmarks.harness import compose_cfg, scratch_dir
+from benchmarks.harness import scratch_dir
 from benchmarks.stats import Figure
 from litforge import build
+from litforge.cli import compose
 
 EXPERIMENTS: dict[str, dict[str, Any]] = {
     "quality_digits_acc": {
@@ -52,13 +53,11 @@ class CpuTimeBudget(L.Callback):
 def run_experiment(experiment: str, budget_s: float) -> tuple[dict[str, float], int, float]:
     """Train on the budget; returns (final validation metrics, steps, CPU seconds used)."""
     run_dir = scratch_dir()
-    cfg = compose_cfg([f"experiment={experiment}"], run_dir)
+    cfg = compose([f"experiment={experiment}"], run_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, module = build.build_datamodule(cfg), build.build_module(cfg)
-    loggers = build.build_loggers(cfg)
     budget = CpuTimeBudget(budget_s)
-    callbacks = [*build.build_callbacks(cfg, with_logger=bool(loggers)), budget]
-    trainer = build.build_trainer(cfg, callbacks, loggers)
+    trainer = build.build_trainer(cfg, [budget])  # with the configured callbacks and loggers
     trainer.fit(module, datamodule=datamodule)
     metrics = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
     shutil.rmtree(run_dir, ignore_errors=True)

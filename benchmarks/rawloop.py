@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from litforge.nets.cnn import CNN
-from litforge.nets.gpt import GPT
+from litforge.nets.gpt import GPT, GPTConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -34,7 +34,7 @@ def build_net(cfg: DictConfig) -> nn.Module:
     if cfg.model._target_.endswith("Classifier"):
         net_kwargs["channels"] = tuple(net_kwargs["channels"])
         return CNN(**net_kwargs)
-    net = GPT(**net_kwargs)
+    net = GPT(GPTConfig(**net_kwargs))
     net.gradient_checkpointing = bool(cfg.model.get("gradient_checkpointing", False))
     return net
 

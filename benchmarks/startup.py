@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,7 @@ def measure(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
         "torch": lambda: side("torch", torch_only),
     }
     values = interleaved(sides, repeats)
-    med = {k: sorted(v)[len(v) // 2] for k, v in values.items()}
+    med = {k: statistics.median(v) for k, v in values.items()}
     return {
         "startup": Figure.of(
             ratios(values, "train", "import"),
@@ -75,7 +76,7 @@ def measure(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
             note="train.py start to first optimizer step / `python -c 'import lightning'`, CPU time",
             extra={
                 "cpu_s_median": {k: round(v, 3) for k, v in med.items()},
-                "wall_s_median": {k: round(sorted(v)[len(v) // 2], 3) for k, v in walls.items()},
+                "wall_s_median": {k: round(statistics.median(v), 3) for k, v in walls.items()},
             },
         )
     }

@@ -1,12 +1,44 @@
-"""Callbacks that tests inject into real training subprocesses via `+callbacks.NAME=...`."""
+"""What tests share: the repo root, a tiny GPT, running the entry points as subprocesses,
+and callbacks that tests inject into real training runs via `+callbacks.NAME=...`."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Small enough that a GPT step takes milliseconds on one CPU core.
+TINY_GPT = [
+    "experiment=gpt_char",
+    "data.block_size=32",
+    "data.batch_size=8",
+    "model.net.n_layer=1",
+    "model.net.n_embd=32",
+    "model.net.n_head=2",
+]
+
+
+def run_entry(
+    script: str, *args: str, run_dir: Path, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """`python {script} {args}` at the repo root with its run directory at run_dir."""
+    full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    full_env.update(PYTHONUNBUFFERED="1", **(env or {}))
+    return subprocess.run(
+        [sys.executable, script, *args, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class KillAtStep(L.Callback):

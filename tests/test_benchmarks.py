@@ -1,5 +1,6 @@
-"""The benchmark harness itself: how figures are judged and paired, and the GPU script's
-code paths (its --smoke mode, tiny models on the CPU). `make bench` runs the real thing."""
+"""The benchmark harness itself: how figures are judged and paired, how the checkpoint
+stall benchmark reads save timings, and the GPU script's code paths (its --smoke mode,
+tiny models on the CPU). `make bench` runs the real thing."""
 
 from __future__ import annotations
 
@@ -34,6 +35,22 @@ def test_sides_alternate_order_and_pair_by_repeat():
     values = interleaved({"a": side("a", 2.0), "b": side("b", 4.0)}, repeats=3)
     assert calls == ["a", "b", "b", "a", "a", "b"]
     assert ratios(values, "a", "b") == [0.5, 0.5, 0.5]
+
+
+def test_checkpoint_stall_reads_each_save_timing_through_a_config_callback(tmp_path):
+    from benchmarks.checkpoint_stall import SaveTimings
+    from litforge.cli import compose
+    from litforge.train import train
+
+    SaveTimings.last = []
+    overrides = [
+        "trainer.max_steps=2", "checkpoint.every_n_train_steps=1", "test=false", "resume=never",
+        "+callbacks.save_timings._target_=benchmarks.checkpoint_stall.SaveTimings",
+    ]  # fmt: skip
+    train(compose(overrides, tmp_path / "run"))
+    # A save per step; the end of training finds step 2 saved already and adds none.
+    assert [t.step for t in SaveTimings.last] == [1, 2]
+    assert all(t.wall_s > 0 and t.cpu_s > 0 and t.bytes > 0 for t in SaveTimings.last)
 
 
 def test_gpu_script_code_paths_run_on_the_cpu(tmp_path):

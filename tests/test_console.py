@@ -24,5 +24,14 @@ def test_progress_bar_only_in_an_interactive_terminal(make_cfg, monkeypatch, tty
     callbacks = build.build_callbacks(make_cfg())
     assert any(isinstance(c, RichProgressBar) for c in callbacks) is rich
     assert any(isinstance(c, EpochLog) for c in callbacks)  # plain epoch lines always
-    trainer = build.build_trainer(make_cfg(), [], [])
-    assert (trainer.progress_bar_callback is not None) is rich
+    trainer = build.build_trainer(make_cfg())
+    bar = trainer.progress_bar_callback
+    assert isinstance(bar, RichProgressBar) is rich
+    assert bar.is_enabled is rich  # under CI or a pipe: a disabled bar, so no tqdm either
+
+
+def test_progress_bar_off_by_trainer_flag(make_cfg, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.delenv("CI", raising=False)
+    trainer = build.build_trainer(make_cfg("trainer.enable_progress_bar=false"))
+    assert trainer.progress_bar_callback is None

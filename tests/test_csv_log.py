@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from litforge.callbacks.csv_log import _KeepingWriter
+from litforge.loggers.csv_logger import _KeepingWriter
 from litforge.train import train
 
 LOG = Path("csv") / "metrics.csv"

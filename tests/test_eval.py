@@ -11,22 +11,23 @@ from pathlib import Path
 import pytest
 import torch
 
+from litforge.cli import compose
 from litforge.errors import ConfigError
 from litforge.eval import evaluate
 from litforge.train import train
-from tests.conftest import TINY_GPT, compose_config
+from tests.helpers import TINY_GPT
 
 
 @pytest.fixture(scope="module")
 def cnn_run(tmp_path_factory) -> dict:
     run_dir = tmp_path_factory.mktemp("cnn")
-    return train(compose_config(["debug=limit", "precision=bf16-true"], run_dir))
+    return train(compose(["debug=limit", "precision=bf16-true"], run_dir))
 
 
 @pytest.fixture(scope="module")
 def gpt_run(tmp_path_factory) -> dict:
     run_dir = tmp_path_factory.mktemp("gpt")
-    return train(compose_config([*TINY_GPT, "debug=limit"], run_dir))
+    return train(compose([*TINY_GPT, "debug=limit"], run_dir))
 
 
 def eval_cfg(make_cfg, ckpt: str | Path, *overrides: str):

@@ -6,7 +6,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from litforge.train import train
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_training_curves_notebook(make_cfg, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from litforge.train import train
-from tests.conftest import TINY_GPT
+from tests.helpers import TINY_GPT
 
 PRECISIONS = ["32", "16-mixed", "bf16-mixed", "bf16-true", "16-true"]
 MODELS = {"cnn": [], "gpt": TINY_GPT}

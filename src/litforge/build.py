@@ -1,19 +1,22 @@
-"""Config -> objects. Shared by train.py and eval.py so the two never drift apart."""
+"""Config -> objects. Shared by train.py and eval.py so the two never drift apart.
+
+Every callback and logger comes from the config (conf/callbacks, conf/logger); this
+module adds none of its own.
+"""
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.accelerators import CUDAAccelerator
-from lightning.pytorch.callbacks import LearningRateMonitor, RichProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
-from litforge.callbacks.csv_log import CsvLogPosition, ResumableCSVLogger
-from litforge.callbacks.epoch_log import EpochLog
 from litforge.precision import LIGHTNING_CPU_FP16_WARNING, check_hardware, explain
 
 
@@ -33,14 +36,8 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
     return [instantiate(item, _convert_="all") for item in group.values() if item is not None]
 
 
-def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[L.Callback]:
-    callbacks = _instantiate_each(cfg.get("callbacks"))
-    if not with_logger:  # LearningRateMonitor refuses to run without a logger
-        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-    callbacks.append(EpochLog())
-    if console.interactive() and cfg.trainer.get("enable_progress_bar", True) is not False:
-        callbacks.append(RichProgressBar())
-    return callbacks
+def build_callbacks(cfg: DictConfig) -> list[L.Callback]:
+    return _instantiate_each(cfg.get("callbacks"))
 
 
 def build_loggers(cfg: DictConfig) -> list[Any]:
@@ -48,15 +45,20 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
 
 
 def build_trainer(
-    cfg: DictConfig, callbacks: list[L.Callback], loggers: list[Any], **overrides: Any
+    cfg: DictConfig, extra_callbacks: Sequence[L.Callback] = (), **overrides: Any
 ) -> L.Trainer:
-    """Trainer(**cfg.trainer) after checking the precision against the hardware."""
+    """Trainer(**cfg.trainer) with the configured callbacks and loggers (plus
+    `extra_callbacks`), after checking the precision against the hardware."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
-    if not console.interactive():
-        kwargs["enable_progress_bar"] = False  # carriage-return bars garble logs
     kwargs.update(overrides)
-    if any(isinstance(logger, ResumableCSVLogger) for logger in loggers):
-        callbacks = [*callbacks, CsvLogPosition()]  # keeps metrics.csv exact across resumes
+    loggers = build_loggers(cfg)
+    callbacks = [*build_callbacks(cfg), *extra_callbacks]
+    # Lightning raises for both; the config stays composable with logger=none or
+    # trainer.enable_progress_bar=false instead.
+    if not loggers:
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    if kwargs.get("enable_progress_bar") is False:
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=LIGHTNING_CPU_FP16_WARNING)
         trainer = L.Trainer(**kwargs, callbacks=callbacks, logger=loggers or False)
@@ -79,3 +81,15 @@ def _trainer_value(value: Any) -> Any:
 
 def effective_precision(trainer: L.Trainer) -> str:
     return str(trainer.precision)
+
+
+def effective_batch_size(cfg: DictConfig, trainer: L.Trainer) -> int:
+    """Samples per optimizer step, said once and given to every logger as a hyperparameter."""
+    size = cfg.data.batch_size * trainer.accumulate_grad_batches * trainer.world_size
+    console.info(
+        "effective batch size %d = data.batch_size %d x accumulate_grad_batches %d x %d processes",
+        size, cfg.data.batch_size, trainer.accumulate_grad_batches, trainer.world_size,
+    )  # fmt: skip
+    for logger in trainer.loggers:
+        logger.log_hyperparams({"effective_batch_size": size})
+    return size

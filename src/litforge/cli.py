@@ -1,4 +1,8 @@
-"""Entry-point plumbing: how user errors reach the terminal."""
+"""Entry-point plumbing shared by train.py and eval.py: Hydra, quoting, errors, warnings.
+
+A recipe is a function `cfg -> metrics`; `entry_point(recipe, "train")` turns it into the
+console command. `compose(...)` builds the same config in-process (tests, benchmarks).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+import hydra
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from litforge.checkpointing.preemption import Preempted
-from litforge.checkpointing.uploader import UploadsPending
-from litforge.errors import ConfigError
+from litforge.errors import LitforgeError
+
+Recipe = Callable[[DictConfig], dict[str, Any]]
 
 # `${litforge.first:a,b}`: the first of its arguments that is not null (hydra.run.dir uses it
 # to fall back from run_name to a timestamp).
@@ -23,26 +31,53 @@ OmegaConf.register_new_resolver(
 )
 
 # conf/ at the project root. An absolute path, because Hydra resolves a relative
-# config_path against the calling *module* (litforge.train -> a `conf` package) when the
+# config_path against the calling *module* (litforge.cli -> a `conf` package) when the
 # entry point lives in a package.
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
+def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
+    """`python <config_name>.py [overrides]`: compose conf/<config_name>.yaml, run `recipe`.
+
+    The recipe's value of `cfg.optimized_metric` is returned to Hydra (what a sweeper reads).
+    """
+
+    @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
+    def hydra_main(cfg: DictConfig) -> float | None:
+        with report_user_errors():
+            metrics = recipe(cfg)
+        return metrics.get(cfg.get("optimized_metric"))
+
+    def main() -> None:
+        sys.argv = quote_numeric_choices(sys.argv)
+        silence_known_upstream_warnings()
+        hydra_main()
+
+    return main
+
+
+def compose(overrides: list[str], run_dir: str | Path, config_name: str = "train") -> DictConfig:
+    """The config `python {config_name}.py *overrides` would see, writing into run_dir."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hydra_compose(config_name=config_name, overrides=quote_numeric_choices(overrides))
+    with open_dict(cfg):
+        cfg.run_dir = str(run_dir)
+    return cfg
+
+
 @contextlib.contextmanager
 def report_user_errors() -> Iterator[None]:
-    """Turn a user or run fault into one `error: ...` line and a non-zero exit status.
+    """Turn a `LitforgeError` into one `error: ...` line and its exit status.
 
     HYDRA_FULL_ERROR=1 (Hydra's own switch) lets the full traceback through.
     """
     try:
         yield
-    except (ConfigError, UploadsPending, Preempted) as err:
+    except LitforgeError as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {err}", file=sys.stderr)
-        # 2: bad input; 128 + signal number: preempted (as a shell reports a signal); 1: store down
-        code = 2 if isinstance(err, ConfigError) else 1
-        sys.exit(128 + err.signum if isinstance(err, Preempted) else code)
+        sys.exit(err.exit_code)
 
 
 def quote_numeric_choices(

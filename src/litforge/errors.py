@@ -1,9 +1,23 @@
-"""The one exception type for bad user input, reported without a traceback."""
+"""User-facing error types: each carries the exit status its entry point ends with.
+
+Entry points print any `LitforgeError` as one `error: ...` line (no traceback) and exit
+with its `exit_code`; `HYDRA_FULL_ERROR=1` shows the traceback instead. A capability
+defines its own subclass next to its code, so the entry points know none of them.
+"""
+
+from __future__ import annotations
 
 
-class ConfigError(ValueError):
+class LitforgeError(RuntimeError):
+    """A fault the user can act on; the message says what happened and what to do."""
+
+    exit_code: int = 1
+
+
+class ConfigError(LitforgeError, ValueError):
     """A config value, file or checkpoint the user supplied is unusable.
 
-    The message names the key (or file) at fault and what would be valid. Entry points
-    print it as one line and exit with status 2; `HYDRA_FULL_ERROR=1` shows the traceback.
+    The message names the key (or file) at fault and what would be valid.
     """
+
+    exit_code = 2

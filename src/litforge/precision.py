@@ -26,7 +26,7 @@ def check_name(requested: str) -> str:
 
 def normalize(name: str) -> str:
     """Lightning's canonical spelling: '32' -> '32-true'."""
-    return {"32": "32-true", "64": "64-true"}.get(str(name), str(name))
+    return "32-true" if str(name) == "32" else str(name)
 
 
 def check_hardware(requested: str, on_gpu: bool) -> None:

@@ -15,11 +15,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
+
+from litforge import console
 
 
 def _git(*args: str) -> str | None:
@@ -55,6 +58,19 @@ def as_float(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def floats(values: Mapping[str, Any]) -> dict[str, float | None]:
+    """Logged metrics (tensors or numbers) -> {name: float or None}."""
+    return {name: as_float(value) for name, value in values.items()}
+
+
 @rank_zero_only
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
+    """metrics.json, then one line with the val/ and test/ figures and where the run lives."""
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    summary = ", ".join(
+        f"{k}={v:.4f}"
+        for k, v in sorted(metrics.items())
+        if k.startswith(("val/", "test/")) and isinstance(v, float)
+    )
+    console.info("finished: %s", summary)
+    console.info("run directory: %s", run_dir.resolve())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 ARGS = ["trainer.max_steps=400", "trainer.max_epochs=-1", "checkpoint.every_n_train_steps=5",
         "trainer.limit_val_batches=1", "test=false"]  # fmt: skip

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import TINY_GPT, run_entry
+from tests.helpers import TINY_GPT, run_entry
 
 # Every row logged and flushed at once, so the killed attempt leaves rows past its last
-# checkpoint in metrics.csv, which the resumed run must drop (litforge.callbacks.csv_log).
+# checkpoint in metrics.csv, which the resumed run must drop (litforge.loggers.csv_logger).
 CSV_EVERY_STEP = ["trainer.log_every_n_steps=1", "logger.csv.flush_logs_every_n_steps=1"]
 CNN = [
     *CSV_EVERY_STEP,

@@ -11,7 +11,6 @@ import pytest
 from litforge.checkpointing.uploader import UploadsPending
 from litforge.train import train
 from tests import helpers
-from tests.conftest import run_entry
 
 SECRET = "planted-secret-5c1d9e"
 
@@ -21,21 +20,23 @@ def test_checkpoints_go_to_s3_and_the_same_command_resumes(s3, tmp_path, devices
     env = s3.env(secret=SECRET)
     args = ["debug=limit", "checkpoint.dir=s3://litforge/exp", "run_name=demo"]
     args.append(f"trainer.devices={devices}")
-    first = run_entry("train.py", *args, run_dir=tmp_path / "run", env=env)
+    first = helpers.run_entry("train.py", *args, run_dir=tmp_path / "run", env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "no checkpoint in s3://litforge/exp/demo: starting fresh" in first.stdout
     keys = s3.keys(prefix="exp/demo/")
     assert not [k for k in keys if "write-test" in k]
     assert "exp/demo/step-00000006.ckpt" in keys and "exp/demo/step-00000006.ckpt.complete" in keys
 
-    again = run_entry("train.py", *args, "trainer.max_epochs=3", run_dir=tmp_path / "run", env=env)
+    again = helpers.run_entry(
+        "train.py", *args, "trainer.max_epochs=3", run_dir=tmp_path / "run", env=env
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from s3://litforge/exp/demo/step-00000006.ckpt" in again.stdout
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["global_step"] == 9
     assert metrics["best_checkpoint"].startswith("s3://litforge/exp/demo/step-")
 
-    evaluated = run_entry(
+    evaluated = helpers.run_entry(
         "eval.py", f"ckpt_path={metrics['best_checkpoint']}", "debug=limit",
         run_dir=tmp_path / "eval", env=env,
     )  # fmt: skip

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_entry
+from tests.helpers import run_entry
 
 
 def test_default_experiment_reaches_97_percent(tmp_path):

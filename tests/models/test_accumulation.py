@@ -24,7 +24,7 @@ def _weights_after_one_step(make_cfg, batch_size: int, accumulate: int) -> dict[
     )
     torch.manual_seed(0)
     module = build.build_module(cfg)
-    trainer = build.build_trainer(cfg, [], [], enable_model_summary=False)
+    trainer = build.build_trainer(cfg, enable_model_summary=False)
     trainer.fit(module, datamodule=build.build_datamodule(cfg))
     assert trainer.global_step == 1
     return {k: v.detach().clone() for k, v in module.state_dict().items()}

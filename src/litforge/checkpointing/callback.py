@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,16 @@ from litforge.checkpointing.store import (
 from litforge.checkpointing.uploader import Uploader
 
 log = logging.getLogger("litforge")
+
+
+@dataclass(frozen=True)
+class SaveTiming:
+    """How long training waited on one save (serialize, hash and, if synchronous, upload)."""
+
+    step: int
+    wall_s: float
+    cpu_s: float
+    bytes: int
 
 
 class StoreCheckpoint(L.Callback):
@@ -64,6 +75,7 @@ class StoreCheckpoint(L.Callback):
         self._committed: dict[str, Manifest] = {m.name: m for m in store.manifests()}
         self._last_saved_step = -1
         self._last_save_time = time.monotonic()
+        self.timings: list[SaveTiming] = []  # rank 0's saves, in order (benchmarks read it)
 
     # -- triggers ---------------------------------------------------------------------------
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
@@ -105,6 +117,7 @@ class StoreCheckpoint(L.Callback):
             return
         self._last_saved_step = step
         self._last_save_time = time.monotonic()
+        wall, cpu = time.perf_counter(), time.process_time()
         name = checkpoint_name(step)
         local = Path(self.store.path(name)) if self.store.is_local else self.staging_dir / name
         # collective: every rank takes part. weights_only=False: the full training state.
@@ -115,6 +128,9 @@ class StoreCheckpoint(L.Callback):
         value = float(metric) if metric is not None and math.isfinite(float(metric)) else None
         manifest = Manifest(name, step, local.stat().st_size, sha256_of(local), value)
         self.uploader.submit(local, manifest, after_commit=self._on_commit)
+        self.timings.append(
+            SaveTiming(step, time.perf_counter() - wall, time.process_time() - cpu, manifest.bytes)
+        )
 
     def finish(self) -> None:
         """Wait for every upload; raises UploadsPending if the store stayed unreachable."""

@@ -15,16 +15,21 @@ import lightning as L
 import torch
 
 from litforge.checkpointing.callback import StoreCheckpoint
+from litforge.errors import LitforgeError
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-class Preempted(RuntimeError):
-    """Training stopped on a signal after saving; the same command resumes it."""
+class Preempted(LitforgeError):
+    """Training stopped on a signal after saving; the same command resumes it.
+
+    Exits with 128 + the signal's number, as a shell reports a process ended by it.
+    """
 
     def __init__(self, signum: int, step: int, store: str) -> None:
         self.signum = signum
+        self.exit_code = 128 + signum
         name = signal.Signals(signum).name
         super().__init__(
             f"{name} received: saved a checkpoint at step {step} to {store} and stopped. "

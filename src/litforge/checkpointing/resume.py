@@ -5,23 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from litforge import checkpoint_file
-from litforge.checkpointing.store import CheckpointStore, download_dir, sha256_of
+from litforge.checkpointing import checkpoint_file
+from litforge.checkpointing.store import CheckpointStore, sha256_of
 from litforge.errors import ConfigError
 
 log = logging.getLogger("litforge")
-
-
-def fetch_explicit(url: str, staging_dir: Path) -> Path:
-    """`ckpt_path=` may be a local file or any fsspec URL."""
-    if "://" not in str(url) or str(url).startswith("file://"):
-        return Path(str(url).removeprefix("file://"))
-    parent, _, name = str(url).rpartition("/")
-    store = CheckpointStore(parent)
-    try:
-        return store.download(name, download_dir(staging_dir, "explicit") / name)
-    except FileNotFoundError as err:
-        raise ConfigError(f"ckpt_path={url}: no such object") from err
 
 
 def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, str] | None:

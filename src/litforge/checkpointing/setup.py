@@ -1,4 +1,4 @@
-"""Checkpoint config -> store, start-up checks, resume point and callbacks."""
+"""conf/checkpoint -> one `Checkpointing` object: the recipe's only view of checkpointing."""
 
 from __future__ import annotations
 
@@ -9,11 +9,54 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
-from litforge.checkpointing import resume
+from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
-from litforge.checkpointing.preemption import Preemption
+from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.store import CheckpointStore
+
+
+@dataclass(frozen=True)
+class Best:
+    """The checkpoint to test after fit: a local file for Lightning, its URL for the record."""
+
+    local: Path | None = None
+    url: str | None = None
+
+
+class Checkpointing:
+    """`checkpoint=none`: nothing is saved; an explicit `ckpt_path` is still resumed from."""
+
+    def __init__(self, resume_from: Path | None = None) -> None:
+        self.resume_from = resume_from  # what trainer.fit(ckpt_path=...) starts from
+        self.callbacks: list[L.Callback] = []
+
+    def finish(self, trainer: L.Trainer) -> Best:
+        """After fit: the best checkpoint to test (none here: the weights in memory)."""
+        return Best()
+
+
+class StoreCheckpointing(Checkpointing):
+    """Checkpoints on an fsspec store: saves, RNG state, preemption, uploads."""
+
+    def __init__(
+        self, store: CheckpointStore, saver: StoreCheckpoint, resume_from: Path | None
+    ) -> None:
+        super().__init__(resume_from)
+        self.store = store
+        self.saver = saver
+        self.preemption = Preemption(saver)
+        self.callbacks = [saver, RngState(), self.preemption]
+
+    def finish(self, trainer: L.Trainer) -> Best:
+        """Wait for every upload, then raise `Preempted` if a signal stopped training.
+
+        Raises `UploadsPending` (naming the local copies) if the store stayed unreachable.
+        """
+        self.saver.finish()
+        if self.preemption.stopped_by:
+            raise Preempted(self.preemption.stopped_by, trainer.global_step, str(self.store))
+        return Best(self.saver.best_local_path(), self.saver.best_url())
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
@@ -27,36 +70,23 @@ def run_checkpoint_url(cfg: DictConfig) -> str:
     return f"{base}/{cfg.get('run_name') or run_dir.name}"
 
 
-@dataclass
-class Checkpointing:
-    store: CheckpointStore
-    saver: StoreCheckpoint
-    preemption: Preemption
-    ckpt_path: Path | None  # what trainer.fit resumes from
-
-    @property
-    def callbacks(self) -> list[L.Callback]:
-        return [self.saver, RngState(), self.preemption]
-
-
-def setup(cfg: DictConfig) -> Checkpointing | None:
-    """Open and probe the store, pick the resume point; all before any training."""
+def setup(cfg: DictConfig) -> Checkpointing:
+    """Open and probe the store and pick the resume point, all before any training."""
     opts = cfg.get("checkpoint")
     staging = Path(opts.staging_dir) if opts else Path(cfg.run_dir) / "checkpoint-staging"
     explicit = cfg.get("ckpt_path")
     if not opts:
-        if explicit:
-            console.info(
-                "resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit
-            )
-        return None
+        if not explicit:
+            return Checkpointing()
+        console.info("resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit)
+        return Checkpointing(checkpoint_file.fetch(explicit, staging))
     raw_options = opts.get("storage_options")
     options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
     store = CheckpointStore(run_checkpoint_url(cfg), options)
     store.check_access()
     resumed_name = None
     if explicit:
-        ckpt_path = resume.fetch_explicit(explicit, staging)
+        ckpt_path = checkpoint_file.fetch(explicit, staging)
         console.info("resuming from ckpt_path=%s", explicit)
     elif cfg.get("resume", "auto") == "never":
         ckpt_path = None
@@ -82,4 +112,4 @@ def setup(cfg: DictConfig) -> Checkpointing | None:
         final_upload_timeout_s=opts.final_upload_timeout_s,
         resumed_from=resumed_name,
     )
-    return Checkpointing(store, saver, Preemption(saver), ckpt_path)
+    return StoreCheckpointing(store, saver, ckpt_path)

@@ -73,8 +73,9 @@ def _redact(url: str) -> str:
 class CheckpointStore:
     """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path).
 
-    storage_options: keyword arguments of the fsspec filesystem (e.g. s3fs's `retries`,
-    `config_kwargs`); never credentials, which come from the environment.
+    storage_options: keyword arguments of the fsspec filesystem (e.g. s3fs's
+    `config_kwargs` for botocore timeouts and retries); never credentials, which come from
+    the environment.
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:

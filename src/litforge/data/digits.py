@@ -26,14 +26,15 @@ class DigitsDataModule(SplitDataModule):
         shuffle: bool = True,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
-        self.batch_size = batch_size
+        super().__init__(
+            batch_size=batch_size,
+            shuffle_seed=shuffle_seed,
+            shuffle=shuffle,
+            num_workers=num_workers,
+        )
         self.val_size = val_size
         self.test_size = test_size
         self.split_seed = split_seed
-        self.shuffle_seed = shuffle_seed
-        self.shuffle = shuffle
-        self.num_workers = num_workers
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:

@@ -1,8 +1,6 @@
-"""DataLoader construction shared by the DataModules."""
+"""DataLoader construction and the constructor arguments shared by the DataModules."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import lightning as L
 from torch.utils.data import Dataset, DistributedSampler
@@ -11,7 +9,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 def train_loader(
     dataset: Dataset,
-    trainer: Any,
+    trainer: L.Trainer,
     batch_size: int,
     num_workers: int,
     seed: int,
@@ -19,19 +17,23 @@ def train_loader(
 ) -> StatefulDataLoader:
     """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
 
-    The sampler is a `DistributedSampler` even in a single process: Lightning calls its
-    `set_epoch` each epoch and, because the DataModule built it, leaves it alone under
-    DDP (Lightning's own sampler wrapper does not resume to the same order). The
-    `StatefulDataLoader` lets Lightning save and restore the position inside an epoch.
+    Reads `world_size`, `global_rank` and `current_epoch` from `trainer`. The sampler is
+    a `DistributedSampler` even in a single process: Lightning calls its `set_epoch` each
+    epoch and, because the DataModule built it, leaves it alone under DDP (Lightning's
+    own sampler wrapper does not resume to the same order). The `StatefulDataLoader`
+    lets Lightning save and restore the position inside an epoch.
     """
-    world_size = getattr(trainer, "world_size", 1) if trainer is not None else 1
-    rank = getattr(trainer, "global_rank", 0) if trainer is not None else 0
     sampler = DistributedSampler(
-        dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False
+        dataset,
+        num_replicas=trainer.world_size,
+        rank=trainer.global_rank,
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=False,
     )
     # A resumed run replays the saved position as soon as the loader is built, before
     # Lightning's own set_epoch call: the sampler must already hold the resumed epoch.
-    sampler.set_epoch(getattr(trainer, "current_epoch", 0) if trainer is not None else 0)
+    sampler.set_epoch(trainer.current_epoch)
     return StatefulDataLoader(
         dataset,
         batch_size=batch_size,
@@ -52,13 +54,18 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> Stateful
 class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
-    batch_size: int
-    num_workers: int
-    shuffle_seed: int
-    shuffle: bool
     train_set: Dataset | None = None
     val_set: Dataset | None = None
     test_set: Dataset | None = None
+
+    def __init__(
+        self, *, batch_size: int, shuffle_seed: int, shuffle: bool, num_workers: int
+    ) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+        self.shuffle_seed = shuffle_seed
+        self.shuffle = shuffle
+        self.num_workers = num_workers
 
     def train_dataloader(self) -> StatefulDataLoader:
         return train_loader(

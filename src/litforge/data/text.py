@@ -26,6 +26,7 @@ def encode(text: str) -> torch.Tensor:
 
 
 def decode(ids: torch.Tensor | list[int]) -> str:
+    """ASCII ids -> text; ids 128..255 become U+FFFD."""
     return bytes(int(i) for i in ids).decode("ascii", errors="replace")
 
 
@@ -65,16 +66,21 @@ class TextDataModule(SplitDataModule):
         shuffle: bool = True,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(
+            batch_size=batch_size,
+            shuffle_seed=shuffle_seed,
+            shuffle=shuffle,
+            num_workers=num_workers,
+        )
         if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
             raise ValueError("data.train_fraction + data.val_fraction must lie in (0, 1)")
         self.block_size = block_size
-        self.batch_size = batch_size
         self.train_fraction = train_fraction
         self.val_fraction = val_fraction
-        self.shuffle_seed = shuffle_seed
-        self.shuffle = shuffle
-        self.num_workers = num_workers
+
+    # The tokenizer, so eval.py can sample text without knowing which data it is.
+    encode = staticmethod(encode)
+    decode = staticmethod(decode)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:

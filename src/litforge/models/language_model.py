@@ -8,11 +8,11 @@ import torch
 from torch.nn import functional as F
 
 from litforge.models.base import LitforgeModule
-from litforge.nets.gpt import GPT
+from litforge.nets.gpt import GPT, GPTConfig
 
 
 class LanguageModel(LitforgeModule):
-    """net: keyword arguments of `GPT`; optimizer, scheduler: see `LitforgeModule`.
+    """net: the fields of `GPTConfig`; optimizer, scheduler: see `LitforgeModule`.
 
     gradient_checkpointing: recompute each transformer block in the backward pass,
     trading about one extra forward for activation memory.
@@ -27,7 +27,7 @@ class LanguageModel(LitforgeModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = GPT(**net)
+        self.net = GPT(GPTConfig(**net))
         self.net.gradient_checkpointing = gradient_checkpointing
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,8 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass
 class GPTConfig:
+    """The net's shape: conf/model/gpt.yaml's `net:` keys."""
+
     vocab_size: int = 128
     block_size: int = 128
     n_layer: int = 4
@@ -76,20 +78,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(
-        self,
-        vocab_size: int = 128,
-        block_size: int = 128,
-        n_layer: int = 4,
-        n_head: int = 4,
-        n_embd: int = 128,
-        dropout: float = 0.1,
-        bias: bool = False,
-    ) -> None:
+    def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        self.config = cfg = GPTConfig(
-            vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias
-        )
+        self.config = cfg = config
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
@@ -115,10 +106,6 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def num_params(self, non_embedding: bool = True) -> int:
-        n = sum(p.numel() for p in self.parameters())
-        return n - self.wpe.weight.numel() if non_embedding else n
-
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """(B, T) token ids -> (B, T, vocab_size) logits."""
         _, T = idx.shape
@@ -142,7 +129,6 @@ class GPT(nn.Module):
         max_new_tokens: int,
         temperature: float = 1.0,
         top_k: int | None = None,
-        generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Sample `max_new_tokens` ids after the (B, T) prompt `idx`."""
         for _ in range(max_new_tokens):
@@ -152,5 +138,5 @@ class GPT(nn.Module):
                 kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
                 logits[logits < kth] = -float("inf")
             probs = F.softmax(logits, dim=-1)
-            idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)
+            idx = torch.cat([idx, torch.multinomial(probs, 1)], dim=1)
         return idx

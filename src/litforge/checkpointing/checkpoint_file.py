@@ -1,4 +1,5 @@
-"""Reading a checkpoint file safely, with errors that say what is wrong with it."""
+"""Reading one checkpoint (a local file or any fsspec URL) safely, with errors that say
+what is wrong with it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,31 @@ from typing import Any
 
 import torch
 
+from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError
 from litforge.models.base import model_class_name
+
+
+def fetch(url: str, staging_dir: Path) -> Path:
+    """`ckpt_path=` as a local file: itself, or a per-process download of an fsspec URL."""
+    if "://" not in str(url) or str(url).startswith("file://"):
+        return Path(str(url).removeprefix("file://"))
+    parent, _, name = str(url).rpartition("/")
+    store = CheckpointStore(parent)
+    try:
+        return store.download(name, download_dir(staging_dir, "explicit") / name)
+    except FileNotFoundError as err:
+        raise ConfigError(f"ckpt_path={url}: no such object") from err
+
+
+def load_weights(module: torch.nn.Module, url: str, staging_dir: Path) -> None:
+    """Fetch, check and load a checkpoint's weights into `module` (eval.py's one call).
+
+    Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
+    """
+    checkpoint = load(str(fetch(url, staging_dir)))
+    check_matches(checkpoint, module, url)
+    module.load_state_dict(checkpoint["state_dict"])
 
 
 def load(path: str) -> dict[str, Any]:
