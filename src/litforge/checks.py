@@ -57,6 +57,7 @@ def check_config(cfg: DictConfig) -> None:
         _positive_number(optimizer.lr, "model.optimizer.lr")
     if optimizer.get("weight_decay", 0) < 0:
         raise ConfigError(f"model.optimizer.weight_decay={optimizer.weight_decay} must be >= 0")
+    _check_something_to_rank(cfg)
     accelerator = str(trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda"):
         import torch
@@ -66,6 +67,23 @@ def check_config(cfg: DictConfig) -> None:
                 f"trainer.accelerator={accelerator} but no CUDA GPU is visible; "
                 "use trainer=cpu (or trainer=default, which picks what is there)"
             )
+
+
+def _check_something_to_rank(cfg: DictConfig) -> None:
+    """A run must train, and validate when checkpoints are ranked by a validation metric."""
+    trainer = cfg.trainer
+    if trainer.get("max_steps", -1) == 0:
+        raise ConfigError(
+            "trainer.max_steps=0 trains nothing; use -1 (bounded by max_epochs) or >= 1"
+        )
+    monitor = (cfg.get("checkpoint") or {}).get("monitor")
+    limit = trainer.get("limit_val_batches")
+    if monitor and str(monitor).startswith("val/") and limit is not None and limit == 0:
+        raise ConfigError(
+            f"trainer.limit_val_batches={limit} runs no validation, but checkpoints are ranked "
+            f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
+            "to keep the newest checkpoints only"
+        )
 
 
 def _check_resolves(cfg: DictConfig) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
@@ -13,7 +17,8 @@ from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.rng import RngState
-from litforge.checkpointing.store import CheckpointStore
+from litforge.checkpointing.store import CheckpointStore, download_dir
+from litforge.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -60,14 +65,38 @@ class StoreCheckpointing(Checkpointing):
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
-    """checkpoint.dir itself if it lies in the run directory, else checkpoint.dir/<run key>."""
-    base = str(cfg.checkpoint.dir).rstrip("/")
+    """checkpoint.dir itself if it lies in the run directory, else checkpoint.dir/<run key>.
+
+    The run key is run_name (or the run directory's name); each job of a sweep (`-m`) gets
+    its own: `<run_name>-<job number>`, so jobs never resume from one another.
+    """
+    raw = str(cfg.checkpoint.dir)
+    scheme, sep, rest = raw.partition("://")
+    if sep and not rest.strip("/"):
+        raise ConfigError(
+            f"checkpoint.dir={raw} names no bucket or location after {scheme}://; "
+            f"use e.g. {scheme}://BUCKET/prefix, or a local path"
+        )
+    base = raw.rstrip("/")
     run_dir = Path(cfg.run_dir).resolve()
-    if "://" not in base or base.startswith("file://"):
+    if not sep or base.startswith("file://"):
         local = Path(base.removeprefix("file://")).resolve()
         if local == run_dir or run_dir in local.parents:
             return str(local)
-    return f"{base}/{cfg.get('run_name') or run_dir.name}"
+    job = _sweep_job()
+    if cfg.get("run_name"):
+        key = cfg.run_name if job is None else f"{cfg.run_name}-{job}"
+    else:  # a sweep's job directories are 0, 1, ...: prefix the sweep's own directory
+        key = run_dir.name if job is None else f"{run_dir.parent.name}-{run_dir.name}"
+    return f"{base}/{key}"
+
+
+def _sweep_job() -> int | None:
+    """This job's number under `python train.py -m ...`, else None."""
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    return hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
 
 
 def setup(cfg: DictConfig) -> Checkpointing:
@@ -86,10 +115,12 @@ def setup(cfg: DictConfig) -> Checkpointing:
     store.check_access()
     resumed_name = None
     if explicit:
-        ckpt_path = checkpoint_file.fetch(explicit, staging)
+        ckpt_path = _outside(store, checkpoint_file.fetch(explicit, staging), staging)
+        _set_aside(store)
         console.info("resuming from ckpt_path=%s", explicit)
     elif cfg.get("resume", "auto") == "never":
         ckpt_path = None
+        _set_aside(store)
         console.info("resume=never: starting fresh; checkpoints go to %s", store)
     else:
         found = resume.newest_complete(store, staging)
@@ -113,3 +144,23 @@ def setup(cfg: DictConfig) -> Checkpointing:
         resumed_from=resumed_name,
     )
     return StoreCheckpointing(store, saver, ckpt_path)
+
+
+def _set_aside(store: CheckpointStore) -> None:
+    """A new lineage: the checkpoints already at the store move aside (rank 0 moves them;
+    ranks started later find the location empty)."""
+    if rank_zero_only.rank != 0:
+        return
+    folder = store.set_aside()
+    if folder:
+        console.info("set aside the checkpoints already in %s: now in %s", store, folder)
+
+
+def _outside(store: CheckpointStore, local: Path, staging: Path) -> Path:
+    """A local copy of `local` that setting the store aside will not move."""
+    if not store.is_local or Path(store.root).resolve() not in local.resolve().parents:
+        return local
+    copy = download_dir(staging, "explicit") / local.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(local, copy)
+    return copy

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,29 @@ class CheckpointStore:
             return []
         names = [Path(e).name for e in entries]
         return sorted((n for n in names if step_of(n) is not None), key=step_of)
+
+    def set_aside(self) -> str | None:
+        """Move every checkpoint and marker into a new `superseded-<time>` folder here.
+
+        A fresh start on a used location (resume=never, an explicit ckpt_path) begins a new
+        lineage: the old run is kept, out of sight of resume, retention and "best".
+        Returns the folder's URL, or None when there was nothing to move.
+        """
+        try:
+            entries = [Path(e).name for e in self.fs.ls(self.root, detail=False, refresh=True)]
+        except FileNotFoundError:
+            return None
+        ours = [n for n in entries if step_of(n.removesuffix(MARKER_SUFFIX)) is not None]
+        if not ours:
+            return None
+        folder = f"superseded-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        if self.is_local:
+            self.fs.makedirs(self.path(folder), exist_ok=True)
+        # Markers first: a move cut short leaves a checkpoint without its marker behind,
+        # which resume skips, never one that counts in both places.
+        for name in sorted(ours, key=lambda n: not n.endswith(MARKER_SUFFIX)):
+            self.fs.mv(self.path(name), self.path(f"{folder}/{name}"))
+        return f"{self}/{folder}"
 
     def manifests(self) -> list[Manifest]:
         """Markers of complete checkpoints, oldest step first; unreadable markers are skipped."""
