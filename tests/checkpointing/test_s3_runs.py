@@ -98,3 +98,22 @@ def test_store_still_down_at_the_end_names_the_local_copies(outage_cfg, tmp_path
     staged = sorted((tmp_path / "run" / "checkpoint-staging").glob("step-*.ckpt"))
     assert staged and all(str(p) in str(err.value) for p in staged)
     assert Path(staged[-1]).name == "step-00000012.ckpt"
+
+
+def test_staged_checkpoints_are_uploaded_before_the_rerun_resumes(outage_cfg, s3, tmp_path, caplog):
+    """Issue 9.2: the rerun resumed from an older remote step and overwrote staged ones."""
+    cfg = outage_cfg("+callbacks.outage.stop_at=3", "checkpoint.final_upload_timeout_s=1")
+    with pytest.raises(UploadsPending):
+        train(cfg)
+    staging = tmp_path / "run" / "checkpoint-staging"
+    staged = sorted(p.name for p in staging.glob("step-*.ckpt"))
+    assert staged[-1] == "step-00000012.ckpt"
+    s3.start()  # the store is back (moto starts empty: only the staged copies remain)
+    caplog.set_level(logging.INFO, logger="litforge")
+    metrics = train(outage_cfg("trainer.max_epochs=5", "~callbacks.outage"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert "resuming from s3://litforge/exp/run/step-00000012.ckpt" in messages, messages
+    assert metrics["global_step"] == 15
+    keys = s3.keys(prefix="exp/run/")
+    assert all(f"exp/run/{name}.complete" in keys for name in staged)
+    assert not list(staging.glob("step-*"))

@@ -18,6 +18,7 @@ import lightning as L
 import torch
 
 from litforge.checkpointing.store import (
+    MARKER_SUFFIX,
     CheckpointStore,
     Manifest,
     checkpoint_name,
@@ -140,6 +141,8 @@ class StoreCheckpoint(L.Callback):
         metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
         value = float(metric) if metric is not None and math.isfinite(float(metric)) else None
         manifest = Manifest(name, step, local.stat().st_size, sha256_of(local), value)
+        if not self.store.is_local:  # the staged copy is complete: a rerun may upload it
+            local.with_name(name + MARKER_SUFFIX).write_text(manifest.to_json())
         self.uploader.submit(local, manifest, after_commit=self._on_commit)
         self.timings.append(
             SaveTiming(step, time.perf_counter() - wall, time.process_time() - cpu, manifest.bytes)
@@ -154,6 +157,8 @@ class StoreCheckpoint(L.Callback):
 
     # -- retention ----------------------------------------------------------------------------
     def _on_commit(self, manifest: Manifest) -> None:
+        if not self.store.is_local:
+            (self.staging_dir / (manifest.name + MARKER_SUFFIX)).unlink(missing_ok=True)
         self._committed[manifest.name] = manifest
         for name in sorted(set(self._committed) - self._keep()):
             try:

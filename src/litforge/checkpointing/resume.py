@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from litforge.checkpointing import checkpoint_file
-from litforge.checkpointing.store import CheckpointStore, sha256_of
-from litforge.errors import ConfigError
+from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, sha256_of
+from litforge.errors import ConfigError, LitforgeError
 
 log = logging.getLogger("litforge")
 
@@ -40,3 +40,39 @@ def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, st
         "refusing to start from scratch silently. Pass resume=never to start fresh, or "
         "ckpt_path=FILE to pick one"
     )
+
+
+def upload_staged(store: CheckpointStore, staging_dir: Path) -> list[str]:
+    """Upload the complete staged copies a previous attempt could not (a store outage),
+    with their markers, oldest first; returns their names.
+
+    Runs before the resume point is chosen, so a rerun continues from the newest checkpoint
+    anywhere, and before anything could overwrite a staged copy. A staged copy is removed
+    only once its upload committed, or when the store already holds the same bytes.
+    """
+    if store.is_local:
+        return []
+    committed = {m.name: m for m in store.manifests()}
+    uploaded = []
+    for marker in sorted(Path(staging_dir).glob(f"step-*.ckpt{MARKER_SUFFIX}")):
+        manifest = Manifest.from_json(marker.read_text())
+        local = marker.with_name(manifest.name)
+        if not local.is_file() or sha256_of(local) != manifest.sha256:
+            log.warning("staged %s does not match its marker; left where it is", local)
+            continue
+        remote = committed.get(manifest.name)
+        if remote is not None and remote.sha256 != manifest.sha256:
+            log.warning("staged %s differs from %s/%s; left where it is", local, store, local.name)
+            continue
+        if remote is None:
+            try:
+                store.upload(local, manifest)
+            except Exception as err:  # noqa: BLE001 - any backend error: not uploaded
+                raise LitforgeError(
+                    f"could not upload the staged checkpoint {local} to {store} "
+                    f"({type(err).__name__}); it stays there. Run again once the store answers"
+                ) from err
+            uploaded.append(manifest.name)
+        local.unlink()
+        marker.unlink()
+    return uploaded

@@ -113,6 +113,11 @@ def setup(cfg: DictConfig) -> Checkpointing:
     options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
     store = CheckpointStore(run_checkpoint_url(cfg), options)
     store.check_access()
+    if rank_zero_only.rank == 0:
+        uploaded = resume.upload_staged(store, staging)
+        if uploaded:
+            console.info("uploaded %d staged checkpoints to %s: %s", len(uploaded), store,
+                         ", ".join(uploaded))  # fmt: skip
     resumed_name = None
     if explicit:
         ckpt_path = _outside(store, checkpoint_file.fetch(explicit, staging), staging)
