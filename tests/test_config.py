@@ -99,7 +99,7 @@ def test_invalid_device_forms_fail(make_cfg, devices):
         ("model.optimizer.lr=0", "model.optimizer.lr=0"),
         ("model.optimizer.weight_decay=-1", "model.optimizer.weight_decay=-1"),
         ("+trainer.max_epoch=3", "trainer.max_epoch is not an argument of lightning.Trainer"),
-        ("trainer.precision=fp8", "precision=fp8 is not a supported precision"),
+        ("trainer.precision=fp8", "trainer.precision=fp8 is invalid; must be one of 32,"),
     ],
 )
 def test_bad_values_name_their_key(make_cfg, override, key):

@@ -11,23 +11,38 @@ from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console
+from litforge import console, processes
+from litforge.errors import ConfigError
 from litforge.precision import LIGHTNING_CPU_FP16_WARNING, check_hardware, explain
 
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
-    return instantiate(cfg.data, _convert_="all")
+    return _construct(cfg.data, "data")
 
 
 def build_module(cfg: DictConfig) -> L.LightningModule:
     # _convert_="all": the module receives plain dicts and lists, so its saved
     # hyperparameters load with torch.load(weights_only=True).
-    return instantiate(cfg.model, _convert_="all")
+    return _construct(cfg.model, "model")
+
+
+def _construct(node: DictConfig, group: str) -> Any:
+    """instantiate(node); a constructor's refusal of its arguments becomes one line."""
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        if isinstance(cause, (ValueError, TypeError)):
+            raise ConfigError(f"{group}={node._target_} refused its arguments: {cause}") from err
+        raise
 
 
 def _instantiate_each(group: DictConfig | None) -> list[Any]:
@@ -51,6 +66,7 @@ def build_trainer(
     `extra_callbacks`), after checking the precision against the hardware."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
+    processes.prepare(cfg, kwargs)  # how many processes, how they meet and end
     loggers = build_loggers(cfg)
     callbacks = [*build_callbacks(cfg), *extra_callbacks]
     # Lightning raises for both; the config stays composable with logger=none or

@@ -1,64 +1,31 @@
-"""Config checks that run before anything is built, so bad input never starts training."""
+"""Config checks that run before anything is built, so bad input never starts training.
+
+Per-key types and ranges come from `litforge.schema.RULES`; the checks here are the ones
+that look at several keys or at the machine.
+"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
+from litforge import schema
 from litforge.errors import ConfigError
-from litforge.precision import check_name
-
-
-def _positive_int(value: Any, key: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value} is invalid; must be an integer >= 1")
-
-
-def _check_devices(value: Any) -> None:
-    """Lightning's forms: a count >= 1, -1 or 'auto', a list of ids, or '0,1'."""
-    if value in ("auto", -1):
-        return
-    ids = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
-    if isinstance(ids, str):
-        ids = [int(i) if i.strip().isdigit() else i for i in ids.split(",") if i.strip()]
-        if len(ids) == 1 and isinstance(ids[0], int):
-            ids = ids[0]  # "2" means two devices, as in Lightning
-    if isinstance(ids, list) and ids and all(isinstance(i, int) and i >= 0 for i in ids):
-        return
-    if isinstance(ids, int) and not isinstance(ids, bool) and ids >= 1:
-        return
-    raise ConfigError(
-        f"trainer.devices={value} is invalid; must be an integer >= 1, a list of device ids, "
-        "or 'auto'"
-    )
-
-
-def _positive_number(value: Any, key: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{key}={value} is invalid; must be a number > 0")
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Raise ConfigError naming the first bad key; covers the values people mistype."""
-    _check_resolves(cfg)
-    trainer = cfg.trainer
-    _check_trainer_keys(trainer)
-    check_name(trainer.get("precision", "32"))
-    _check_devices(trainer.get("devices", "auto"))
-    _positive_int(trainer.get("accumulate_grad_batches", 1), "trainer.accumulate_grad_batches")
-    _positive_int(trainer.get("num_nodes", 1), "trainer.num_nodes")
-    _positive_int(cfg.data.get("batch_size", 1), "data.batch_size")
-    if cfg.data.get("num_workers", 0) < 0:
-        raise ConfigError(f"data.num_workers={cfg.data.num_workers} is invalid; must be >= 0")
-    optimizer = cfg.model.get("optimizer") or {}
-    if "lr" in optimizer:
-        _positive_number(optimizer.lr, "model.optimizer.lr")
-    if optimizer.get("weight_decay", 0) < 0:
-        raise ConfigError(f"model.optimizer.weight_decay={optimizer.weight_decay} must be >= 0")
-    _check_something_to_rank(cfg)
-    accelerator = str(trainer.get("accelerator", "auto"))
+    """Raise ConfigError naming the first bad key, the value given and what is valid."""
+    plain = _resolved(cfg)
+    _check_trainer_keys(plain["trainer"])
+    for key, value, reason in schema.problems(plain):
+        raise ConfigError(f"{key}={_show(value)} is invalid; {reason}")
+    _check_model_fits_data(plain)
+    _check_something_to_rank(plain)
+    accelerator = str(plain["trainer"].get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda"):
         import torch
 
@@ -69,37 +36,25 @@ def check_config(cfg: DictConfig) -> None:
             )
 
 
-def _check_something_to_rank(cfg: DictConfig) -> None:
-    """A run must train, and validate when checkpoints are ranked by a validation metric."""
-    trainer = cfg.trainer
-    if trainer.get("max_steps", -1) == 0:
-        raise ConfigError(
-            "trainer.max_steps=0 trains nothing; use -1 (bounded by max_epochs) or >= 1"
-        )
-    monitor = (cfg.get("checkpoint") or {}).get("monitor")
-    limit = trainer.get("limit_val_batches")
-    if monitor and str(monitor).startswith("val/") and limit is not None and limit == 0:
-        raise ConfigError(
-            f"trainer.limit_val_batches={limit} runs no validation, but checkpoints are ranked "
-            f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
-            "to keep the newest checkpoints only"
-        )
+def _show(value: Any) -> str:
+    return "''" if value == "" else str(value)
 
 
-def _check_resolves(cfg: DictConfig) -> None:
-    """Every ${...} must resolve: a dangling one means two groups that do not fit."""
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain values; a dangling ${...} or a required key left out is an error."""
     try:
-        OmegaConf.to_container(cfg, resolve=True)
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except MissingMandatoryValue as err:
+        key = err.full_key
+        raise ConfigError(f"{key} is required and has no default; pass {key}=...") from err
     except InterpolationResolutionError as err:
         raise ConfigError(
-            f"{err.full_key}: {str(err).splitlines()[0]}. The selected config groups do not fit together "
-            "(model=gpt reads block_size from data=text: use experiment=gpt_char)"
+            f"{err.full_key}: {str(err).splitlines()[0]}. The selected config groups do not fit "
+            "together (model=gpt reads block_size from data=text: use experiment=gpt_char)"
         ) from err
 
 
-def _check_trainer_keys(trainer: DictConfig) -> None:
-    import inspect
-
+def _check_trainer_keys(trainer: dict[str, Any]) -> None:
     import lightning as L
 
     valid = set(inspect.signature(L.Trainer.__init__).parameters) - {"self", "callbacks", "logger"}
@@ -108,4 +63,34 @@ def _check_trainer_keys(trainer: DictConfig) -> None:
         raise ConfigError(
             f"trainer.{unknown[0]} is not an argument of lightning.Trainer "
             "(callbacks and loggers come from the callbacks= and logger= groups)"
+        )
+
+
+def _check_model_fits_data(cfg: dict[str, Any]) -> None:
+    """A model declares the batches it consumes, a DataModule those it provides."""
+    model, data = _class_of(cfg["model"], "model"), _class_of(cfg["data"], "data")
+    consumes, provides = getattr(model, "consumes", None), getattr(data, "provides", None)
+    if consumes and provides and consumes != provides:
+        raise ConfigError(
+            f"model={model.__name__} takes {consumes} but data={data.__name__} gives {provides}; "
+            "pick a matching pair, e.g. experiment=gpt_char or experiment=digits_cnn"
+        )
+
+
+def _class_of(node: dict[str, Any], key: str) -> type:
+    try:
+        return get_class(node["_target_"])
+    except Exception as err:  # noqa: BLE001 - Hydra wraps import errors in its own type
+        raise ConfigError(f"{key}._target_={node['_target_']} cannot be imported") from err
+
+
+def _check_something_to_rank(cfg: dict[str, Any]) -> None:
+    """Checkpoints ranked by a validation metric need validation to run."""
+    monitor = (cfg.get("checkpoint") or {}).get("monitor")
+    limit = cfg["trainer"].get("limit_val_batches")
+    if monitor and str(monitor).startswith("val/") and limit is not None and limit == 0:
+        raise ConfigError(
+            f"trainer.limit_val_batches={limit} runs no validation, but checkpoints are ranked "
+            f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
+            "to keep the newest checkpoints only"
         )

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +20,10 @@ from typing import Any
 import hydra
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from litforge.errors import LitforgeError
+from litforge.errors import ConfigError, LitforgeError
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
 
@@ -44,13 +47,15 @@ def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
 
     @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
     def hydra_main(cfg: DictConfig) -> float | None:
-        with report_user_errors():
+        with report_user_errors(Path(cfg.run_dir)):
             metrics = recipe(cfg)
         return metrics.get(cfg.get("optimized_metric"))
 
     def main() -> None:
         sys.argv = quote_numeric_choices(sys.argv)
         silence_known_upstream_warnings()
+        with report_user_errors():
+            check_output_dir(sys.argv[1:])
         hydra_main()
 
     return main
@@ -66,18 +71,65 @@ def compose(overrides: list[str], run_dir: str | Path, config_name: str = "train
 
 
 @contextlib.contextmanager
-def report_user_errors() -> Iterator[None]:
-    """Turn a `LitforgeError` into one `error: ...` line and its exit status.
+def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
+    """Turn a `LitforgeError` into one `error: ...` line and its exit status; a run
+    directory the failed start left with nothing in it but its start-up records goes too.
 
     HYDRA_FULL_ERROR=1 (Hydra's own switch) lets the full traceback through.
     """
     try:
         yield
     except LitforgeError as err:
+        if run_dir is not None and rank_zero_only.rank == 0:
+            _remove_if_unused(run_dir)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+        _exit(err.exit_code)
+
+
+def _exit(code: int) -> None:
+    """sys.exit, unless one of our I/O threads (named `litforge-...`, e.g. an upload to a
+    store that hangs) is still busy: Python would join it at exit and the process would
+    outlive a preemption's grace period. What such a thread writes is staged locally first
+    (with its marker), so leaving it behind loses nothing."""
+    busy = [t for t in threading.enumerate() if t.name.startswith("litforge-") and not t.daemon]
+    if not busy:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def check_output_dir(overrides: list[str]) -> None:
+    """Hydra creates the run directory before any of our code runs and answers a path it
+    cannot create with a traceback; check where it will go first (cheap: no composition)."""
+    multirun = bool({"-m", "--multirun"} & set(overrides))
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [item.split("=", 1)[1] for item in overrides if item.startswith(f"{key}=")]
+    target = Path(given[-1] if given else ("multirun" if multirun else "outputs")).absolute()
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        what = "not a directory" if not existing.is_dir() else "not writable"
+        raise ConfigError(
+            f"{key}={target}: cannot create the run directory there ({existing} is {what}); "
+            f"pass {key}=PATH somewhere writable"
+        )
+
+
+# What Hydra and run_record write before anything is trained.
+_START_RECORDS = {"config.yaml", "run.json", "overrides.yaml", "hydra.yaml"}
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Delete run_dir if Hydra made it (.hydra/) and every file in it is a start-up record,
+    a log or hidden bookkeeping (a lock): checkpoints, metrics or anything else keep it."""
+    if not (run_dir / ".hydra").is_dir():
+        return
+    files = [p for p in run_dir.rglob("*") if not p.is_dir()]
+    if all(p.name in _START_RECORDS or p.suffix == ".log" or p.name.startswith(".") for p in files):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def quote_numeric_choices(
@@ -98,10 +150,14 @@ def quote_numeric_choices(
 
 
 class _DropLightningTips(logging.Filter):
-    """Lightning 2.6 advertises its cloud products ("💡 Tip: ...") on every run."""
+    """Lightning 2.6 advertises its cloud products ("💡 Tip: ...") on every run, and says it
+    skips its default model summary when the config (conf/callbacks) brings one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("💡 Tip:")
+        message = record.getMessage()
+        return not message.startswith(
+            ("💡 Tip:", "Trainer already configured with model summary callbacks")
+        )
 
 
 def silence_known_upstream_warnings() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from litforge import build, checkpointing, run_record
+from litforge import build, checkpointing, console, run_record
 from litforge.checks import check_config
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
@@ -16,6 +16,8 @@ from litforge.errors import ConfigError
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test `cfg.ckpt_path` (a local file or any fsspec URL) with the configured model."""
     check_config(cfg)
+    if cfg.get("ckpt_path") is None:
+        raise ConfigError("ckpt_path is required: python eval.py ckpt_path=FILE_OR_URL")
     run_dir = Path(cfg.run_dir)
     module = build.build_module(cfg)
     datamodule = build.build_datamodule(cfg)
@@ -30,7 +32,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     run_record.write_start(run_dir, cfg)
 
     trainer = build.build_trainer(cfg, enable_checkpointing=False)
-    results = trainer.test(module, datamodule=datamodule)
+    results = trainer.test(module, datamodule=datamodule, verbose=console.interactive())
     metrics = run_record.floats(results[0])
     metrics.update(
         ckpt_path=str(cfg.ckpt_path),

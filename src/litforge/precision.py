@@ -14,16 +14,6 @@ PRECISIONS = ("32", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 LIGHTNING_CPU_FP16_WARNING = r".*AMP with fp16 is not supported on CPU.*"
 
 
-def check_name(requested: str) -> str:
-    requested = str(requested)
-    if requested not in PRECISIONS:
-        raise ConfigError(
-            f"precision={requested} is not a supported precision; "
-            f"valid: {', '.join(PRECISIONS)} (e.g. `python train.py precision=bf16-mixed`)"
-        )
-    return requested
-
-
 def normalize(name: str) -> str:
     """Lightning's canonical spelling: '32' -> '32-true'."""
     return "32-true" if str(name) == "32" else str(name)

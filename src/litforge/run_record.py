@@ -23,6 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
+from litforge.errors import ConfigError
 
 
 def _git(*args: str) -> str | None:
@@ -41,8 +42,14 @@ def git_state() -> dict[str, Any]:
 
 @rank_zero_only
 def write_start(run_dir: Path, cfg: DictConfig) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    except OSError as err:
+        raise ConfigError(
+            f"run directory {run_dir} is not writable ({type(err).__name__}: {err.strerror}); "
+            "pick another with hydra.run.dir=PATH or free some space"
+        ) from err
     record = {
         "command": shlex.join(["python", *sys.argv]),
         **git_state(),

@@ -16,15 +16,14 @@ from litforge.cli import entry_point
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, then test the best checkpoint; returns (and writes) the final metrics."""
     check_config(cfg)
-    run_dir = Path(cfg.run_dir)
-    console.show_config(cfg)
-    run_record.write_start(run_dir, cfg)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-
     checkpoints = checkpointing.setup(cfg)  # probes the store, picks the resume point
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
     trainer = build.build_trainer(cfg, checkpoints.callbacks)
+    run_dir = Path(cfg.run_dir)
+    console.show_config(cfg)  # once all of the above accepted it: no dump before an error
+    run_record.write_start(run_dir, cfg)
     effective_batch = build.effective_batch_size(cfg, trainer)
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True)
@@ -33,7 +32,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("test", True):
         # The best checkpoint by the monitored metric; without one, the weights in memory.
         results = trainer.test(
-            module, datamodule=datamodule, ckpt_path=best.local, weights_only=True
+            module,
+            datamodule=datamodule,
+            ckpt_path=best.local,
+            weights_only=True,
+            verbose=console.interactive(),
         )
         metrics.update(run_record.floats(results[0]), best_checkpoint=best.url)
 

@@ -37,7 +37,9 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, pytest.param(signal.SIGUSR1, marks=pytest.mark.slow)]
+)
 def test_signal_saves_exits_nonzero_and_rerun_resumes(tmp_path, signum, extra=()):
     run_dir = tmp_path / "run"
     process = start(run_dir, *extra)

@@ -7,15 +7,27 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from litforge.checkpointing import resume
 from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
 from litforge.errors import ConfigError
 
+MODEL = OmegaConf.create(
+    {"_target_": "litforge.models.classifier.Classifier", "net": {"hidden": 8}}
+)
+
+
+def newest(store: CheckpointStore, tmp_path: Path):
+    return resume.newest_complete(store, tmp_path / "staging", MODEL)
+
 
 def put_checkpoint(store: CheckpointStore, tmp_path: Path, step: int, marker: bool = True) -> Path:
     local = tmp_path / checkpoint_name(step)
-    torch.save({"state_dict": {"w": torch.full((4,), float(step))}, "global_step": step}, local)
+    checkpoint = {"state_dict": {"w": torch.full((4,), float(step))}, "global_step": step,
+                  "litforge_model_class": MODEL._target_,
+                  "hyper_parameters": {"net": {"hidden": 8}}}  # fmt: skip
+    torch.save(checkpoint, local)
     manifest = Manifest(local.name, step, local.stat().st_size, sha256_of(local))
     if marker:
         store.upload(local, manifest)
@@ -38,7 +50,7 @@ def store(request, tmp_path) -> CheckpointStore:
 def test_newest_complete_checkpoint_wins(store, tmp_path):
     for step in (5, 10, 15):
         put_checkpoint(store, tmp_path, step)
-    local, name = resume.newest_complete(store, tmp_path / "staging")
+    local, name = newest(store, tmp_path)
     assert name == "step-00000015.ckpt"
     assert torch.load(local, weights_only=True)["global_step"] == 15
 
@@ -48,7 +60,7 @@ def test_markerless_and_corrupt_newest_are_skipped_with_a_warning(store, tmp_pat
     put_checkpoint(store, tmp_path, 10)
     store.fs.pipe_file(store.path("step-00000010.ckpt"), b"truncated")  # marker now lies
     put_checkpoint(store, tmp_path, 15, marker=False)  # upload died before its marker
-    local, name = resume.newest_complete(store, tmp_path / "staging")
+    local, name = newest(store, tmp_path)
     assert name == "step-00000005.ckpt"
     warnings = [r.getMessage() for r in caplog.records]
     assert any("step-00000015.ckpt: no completeness marker" in w for w in warnings)
@@ -58,11 +70,11 @@ def test_markerless_and_corrupt_newest_are_skipped_with_a_warning(store, tmp_pat
 def test_checkpoints_present_but_none_usable_is_an_error(store, tmp_path):
     put_checkpoint(store, tmp_path, 5, marker=False)
     with pytest.raises(ConfigError, match="none is complete and intact"):
-        resume.newest_complete(store, tmp_path / "staging")
+        newest(store, tmp_path)
 
 
 def test_empty_store_means_start_fresh(store, tmp_path):
-    assert resume.newest_complete(store, tmp_path / "staging") is None
+    assert newest(store, tmp_path) is None
 
 
 class Payload:
@@ -74,7 +86,16 @@ def test_complete_checkpoint_with_pickled_object_is_refused(store, tmp_path):
     torch.save({"state_dict": {}, "evil": Payload()}, local)
     store.upload(local, Manifest(local.name, 7, local.stat().st_size, sha256_of(local)))
     with pytest.raises(ConfigError, match="Payload object; it is refused"):
-        resume.newest_complete(store, tmp_path / "staging")
+        newest(store, tmp_path)
+
+
+def test_a_checkpoint_of_another_model_is_refused(store, tmp_path):
+    put_checkpoint(store, tmp_path, 5)
+    other = OmegaConf.create(
+        {"_target_": "litforge.models.classifier.Classifier", "net": {"hidden": 9}}
+    )
+    with pytest.raises(ConfigError, match=r"was trained with model.net.hidden=8.*hidden=9"):
+        resume.newest_complete(store, tmp_path / "staging", other)
 
 
 def test_deleting_removes_the_marker_too(store, tmp_path):

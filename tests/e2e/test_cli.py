@@ -26,7 +26,7 @@ def test_ddp_on_cpu_writes_one_run_directory_and_logs_once(tmp_path, devices, pr
     # each extra rank, which is why this can only run in a subprocess.
     result = run_entry(
         "train.py", f"precision={precision}", f"trainer.devices={devices}", "debug=limit",
-        run_dir=tmp_path / "run",
+        "processes.oversubscribe=true", run_dir=tmp_path / "run",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("finished:") == 1
@@ -53,6 +53,9 @@ def test_train_then_eval_round_trip(tmp_path):
     noise = ("💡 Tip:", "'set_vital' is deprecated", "`weights_only` was not set")
     for run in (train, result):
         assert not [line for line in noise if line in run.stdout + run.stderr]
+        # Piped output: no box-drawn model summary or test table, plain lines instead.
+        assert not set("┃━┏┡│└┌") & set(run.stdout + run.stderr)
+    assert "Trainable params" in train.stdout + train.stderr  # the plain-text summary
 
 
 @pytest.mark.parametrize(

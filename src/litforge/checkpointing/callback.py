@@ -73,7 +73,9 @@ class StoreCheckpoint(L.Callback):
         self.mode = mode
         self.final_upload_timeout_s = final_upload_timeout_s
         self.resumed_from = resumed_from
-        self.uploader = Uploader(store, background=async_upload, retries=upload_retries)
+        self.uploader = Uploader(
+            store, background=async_upload, retries=upload_retries, wait_s=store.timeout_s
+        )
         self._committed: dict[str, Manifest] = {m.name: m for m in store.manifests()}
         self._last_saved_step = -1
         self._last_save_time = time.monotonic()
@@ -124,8 +126,11 @@ class StoreCheckpoint(L.Callback):
         self.save(trainer)
 
     # -- saving -------------------------------------------------------------------------------
-    def save(self, trainer: L.Trainer) -> None:
-        """Called on every rank (saving is collective); rank 0 writes and uploads."""
+    def save(self, trainer: L.Trainer, block: bool = True) -> None:
+        """Called on every rank (saving is collective); rank 0 writes and uploads.
+
+        block=False: hand the upload over and return at once (a preempted run's last save).
+        """
         step = trainer.global_step
         if step == self._last_saved_step or trainer.sanity_checking:
             return
@@ -143,17 +148,23 @@ class StoreCheckpoint(L.Callback):
         manifest = Manifest(name, step, local.stat().st_size, sha256_of(local), value)
         if not self.store.is_local:  # the staged copy is complete: a rerun may upload it
             local.with_name(name + MARKER_SUFFIX).write_text(manifest.to_json())
-        self.uploader.submit(local, manifest, after_commit=self._on_commit)
+        self.uploader.submit(local, manifest, after_commit=self._on_commit, block=block)
         self.timings.append(
             SaveTiming(step, time.perf_counter() - wall, time.process_time() - cpu, manifest.bytes)
         )
 
-    def finish(self) -> None:
-        """Wait for every upload; raises UploadsPending if the store stayed unreachable."""
+    def finish(self, timeout_s: float | None = None) -> None:
+        """Wait for every upload (up to `timeout_s`, default final_upload_timeout_s); raises
+        UploadsPending naming the local copies if the store stayed unreachable."""
         try:
-            self.uploader.flush(self.final_upload_timeout_s)
+            self.uploader.flush(self.final_upload_timeout_s if timeout_s is None else timeout_s)
         finally:
             self.uploader.close()
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        self.uploader.close()  # queued uploads stay staged; a rerun uploads them
 
     # -- retention ----------------------------------------------------------------------------
     def _on_commit(self, manifest: Manifest) -> None:

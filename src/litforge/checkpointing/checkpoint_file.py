@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError
@@ -27,13 +28,21 @@ def fetch(url: str, staging_dir: Path) -> Path:
         raise ConfigError(f"ckpt_path={url}: no such object") from err
 
 
+def check_resumable(path: Path, model: DictConfig, what: str) -> None:
+    """A checkpoint to resume must load safely and match the configured `model` group."""
+    checkpoint = load(str(path))
+    net = OmegaConf.to_container(model.get("net") or {}, resolve=True)
+    check_matches(checkpoint, str(model._target_), dict(net), what)  # type: ignore[arg-type]
+
+
 def load_weights(module: torch.nn.Module, url: str, staging_dir: Path) -> None:
     """Fetch, check and load a checkpoint's weights into `module` (eval.py's one call).
 
     Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
     """
     checkpoint = load(str(fetch(url, staging_dir)))
-    check_matches(checkpoint, module, url)
+    net = dict(getattr(module, "hparams", {}).get("net", {}))
+    check_matches(checkpoint, model_class_name(type(module)), net, f"ckpt_path={url}")
     module.load_state_dict(checkpoint["state_dict"])
 
 
@@ -52,12 +61,20 @@ def load(path: str) -> dict[str, Any]:
                 "because loading it could run arbitrary code (only tensors and plain values "
                 "load with weights_only=True)"
             ) from err
+        # torch's other refusals open with advice to load with weights_only=False: never ours.
+        detail = re.search(r"WeightsUnpickler error: ([^\n]+)", str(err))
+        if detail:
+            raise ConfigError(
+                f"ckpt_path={path} is refused: it holds more than tensors and plain values "
+                f"({detail.group(1).strip()})"
+            ) from err
         raise ConfigError(
             f"ckpt_path={path} is not a readable checkpoint: {_first_line(err)}"
         ) from err
-    except (OSError, RuntimeError, EOFError) as err:
+    except Exception as err:  # noqa: BLE001 - a text file raises KeyError, a truncated one RuntimeError
         raise ConfigError(
-            f"ckpt_path={path} is not a readable checkpoint: {_first_line(err)}"
+            f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__}: "
+            f"{_first_line(err)})"
         ) from err
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError(f"ckpt_path={path} is not a Lightning checkpoint (no state_dict)")
@@ -68,22 +85,23 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-def check_matches(checkpoint: dict[str, Any], module: torch.nn.Module, path: str) -> None:
-    """The checkpoint must come from the configured model class with the same net shape."""
-    expected = model_class_name(type(module))
+def check_matches(
+    checkpoint: dict[str, Any], expected: str, configured: dict[str, Any], what: str
+) -> None:
+    """The checkpoint must come from the `expected` model class (`model._target_`) with the
+    same net shape (`configured`: the model.net keys). `what` names it in the error."""
     found = checkpoint.get("litforge_model_class")
     if found != expected:
         raise ConfigError(
-            f"ckpt_path={path} holds a {found or 'non-litforge'} checkpoint, but model= "
+            f"{what} holds a {found or 'non-litforge'} checkpoint, but model= "
             f"configures {expected}; pass the model/experiment it was trained with "
             "(e.g. experiment=gpt_char)"
         )
     saved = checkpoint.get("hyper_parameters", {}).get("net", {})
-    configured = dict(getattr(module, "hparams", {}).get("net", {}))
     differing = sorted(k for k in set(saved) | set(configured) if saved.get(k) != configured.get(k))
     if differing:
         key = differing[0]
         raise ConfigError(
-            f"ckpt_path={path} was trained with model.net.{key}={saved.get(key)}, but the "
+            f"{what} was trained with model.net.{key}={saved.get(key)}, but the "
             f"config has model.net.{key}={configured.get(key)} (differing: {', '.join(differing)})"
         )

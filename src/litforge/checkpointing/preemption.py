@@ -27,12 +27,16 @@ class Preempted(LitforgeError):
     Exits with 128 + the signal's number, as a shell reports a process ended by it.
     """
 
-    def __init__(self, signum: int, step: int, store: str) -> None:
+    def __init__(self, signum: int, step: int, store: str, staged: str | None = None) -> None:
         self.signum = signum
         self.exit_code = 128 + signum
         name = signal.Signals(signum).name
+        where = (
+            f"{store}" if staged is None
+            else f"{staged} (not uploaded to {store} in time; the next run uploads it)"
+        )  # fmt: skip
         super().__init__(
-            f"{name} received: saved a checkpoint at step {step} to {store} and stopped. "
+            f"{name} received: saved a checkpoint at step {step} to {where} and stopped. "
             "Run the same command again to resume from it."
         )
 
@@ -63,7 +67,7 @@ class Preemption(L.Callback):
             log.warning(
                 "%s received: saving a checkpoint before stopping", signal.Signals(signum).name
             )
-            self.checkpoint.save(trainer)
+            self.checkpoint.save(trainer, block=False)  # the upload must not eat the grace
             self.stopped_by = signum
             trainer.should_stop = True
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from omegaconf import DictConfig
+
 from litforge.checkpointing import checkpoint_file
 from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, sha256_of
 from litforge.errors import ConfigError, LitforgeError
@@ -12,8 +14,11 @@ from litforge.errors import ConfigError, LitforgeError
 log = logging.getLogger("litforge")
 
 
-def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, str] | None:
-    """The newest checkpoint with a marker and intact bytes, as a local file, and its name.
+def newest_complete(
+    store: CheckpointStore, staging_dir: Path, model: DictConfig
+) -> tuple[Path, str] | None:
+    """The newest checkpoint with a marker and intact bytes, as a local file, and its name;
+    it must load safely and come from the configured `model` (ConfigError otherwise).
 
     Newer files without a marker, or whose size or sha256 disagree with it, are skipped
     with a warning naming them. None when the directory holds no checkpoint at all.
@@ -33,7 +38,8 @@ def newest_complete(store: CheckpointStore, staging_dir: Path) -> tuple[Path, st
                 "skipping %s/%s: size or sha256 differs from its marker (corrupt)", store, name
             )
             continue
-        checkpoint_file.load(str(local))  # refuses pickled objects with a clear error
+        what = f"the checkpoint to resume, {store}/{name} (resume=never starts over),"
+        checkpoint_file.check_resumable(local, model, what)
         return local, name
     raise ConfigError(
         f"checkpoints exist at {store} ({', '.join(names)}) but none is complete and intact; "

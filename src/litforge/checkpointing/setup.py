@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import fsspec
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -15,9 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 from litforge import console
 from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
+from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.store import CheckpointStore, download_dir
+from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import ConfigError
 
 
@@ -45,11 +49,16 @@ class StoreCheckpointing(Checkpointing):
     """Checkpoints on an fsspec store: saves, RNG state, preemption, uploads."""
 
     def __init__(
-        self, store: CheckpointStore, saver: StoreCheckpoint, resume_from: Path | None
+        self,
+        store: CheckpointStore,
+        saver: StoreCheckpoint,
+        resume_from: Path | None,
+        locks: list[RunLock] | None = None,
     ) -> None:
         super().__init__(resume_from)
         self.store = store
         self.saver = saver
+        self.locks = locks or []
         self.preemption = Preemption(saver)
         self.callbacks = [saver, RngState(), self.preemption]
 
@@ -58,10 +67,20 @@ class StoreCheckpointing(Checkpointing):
 
         Raises `UploadsPending` (naming the local copies) if the store stayed unreachable.
         """
-        self.saver.finish()
-        if self.preemption.stopped_by:
-            raise Preempted(self.preemption.stopped_by, trainer.global_step, str(self.store))
-        return Best(self.saver.best_local_path(), self.saver.best_url())
+        try:
+            signum = self.preemption.stopped_by
+            if not signum:
+                self.saver.finish()
+                return Best(self.saver.best_local_path(), self.saver.best_url())
+            staged = None
+            try:  # within the grace period: one request's worth of waiting, not the final flush
+                self.saver.finish(timeout_s=self.store.timeout_s)
+            except UploadsPending:
+                staged = str(self.saver.staging_dir)
+            raise Preempted(signum, trainer.global_step, str(self.store), staged)
+        finally:
+            for lock in self.locks:
+                lock.release()
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
@@ -107,12 +126,15 @@ def setup(cfg: DictConfig) -> Checkpointing:
     if not opts:
         if not explicit:
             return Checkpointing()
+        local = checkpoint_file.fetch(explicit, staging)
+        checkpoint_file.check_resumable(local, cfg.model, f"ckpt_path={explicit}")
         console.info("resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit)
-        return Checkpointing(checkpoint_file.fetch(explicit, staging))
+        return Checkpointing(local)
     raw_options = opts.get("storage_options")
     options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
-    store = CheckpointStore(run_checkpoint_url(cfg), options)
+    store = CheckpointStore(run_checkpoint_url(cfg), options, opts.get("timeout_s"))
     store.check_access()
+    locks = _lock(store, Path(cfg.run_dir))  # before anything in the store changes
     if rank_zero_only.rank == 0:
         uploaded = resume.upload_staged(store, staging)
         if uploaded:
@@ -121,6 +143,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
     resumed_name = None
     if explicit:
         ckpt_path = _outside(store, checkpoint_file.fetch(explicit, staging), staging)
+        checkpoint_file.check_resumable(ckpt_path, cfg.model, f"ckpt_path={explicit}")
         _set_aside(store)
         console.info("resuming from ckpt_path=%s", explicit)
     elif cfg.get("resume", "auto") == "never":
@@ -128,7 +151,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
         _set_aside(store)
         console.info("resume=never: starting fresh; checkpoints go to %s", store)
     else:
-        found = resume.newest_complete(store, staging)
+        found = resume.newest_complete(store, staging, cfg.model)
         ckpt_path, resumed_name = found if found else (None, None)
         if found:
             console.info("resuming from %s/%s", store, resumed_name)
@@ -148,7 +171,29 @@ def setup(cfg: DictConfig) -> Checkpointing:
         final_upload_timeout_s=opts.final_upload_timeout_s,
         resumed_from=resumed_name,
     )
-    return StoreCheckpointing(store, saver, ckpt_path)
+    return StoreCheckpointing(store, saver, ckpt_path, locks)
+
+
+def _lock(store: CheckpointStore, run_dir: Path) -> list[RunLock]:
+    """Rank 0 locks the store location and the run directory (released by finish(), or at
+    exit); the other ranks of the same run are its own processes."""
+    if rank_zero_only.rank != 0:
+        return []
+    run_dir.mkdir(parents=True, exist_ok=True)
+    local = fsspec.filesystem("file")
+    locks = [
+        RunLock(store.fs, store.path(LOCK_NAME), str(store), timeout_s=store.timeout_s),
+        RunLock(local, str(run_dir / LOCK_NAME), str(run_dir)),
+    ]
+    for taken, lock in enumerate(locks):
+        try:
+            lock.acquire()
+        except RunLocked:
+            for held in locks[:taken]:
+                held.release()
+            raise
+        atexit.register(lock.release)
+    return locks
 
 
 def _set_aside(store: CheckpointStore) -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,16 @@ def _redact(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//", url)
 
 
+def _s3_timeouts(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """botocore's connect and read timeouts default to 60 s, each retried: a silent
+    endpoint held a save for minutes. Bound them by timeout_s unless set explicitly."""
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("connect_timeout", timeout_s)
+    config.setdefault("read_timeout", timeout_s)
+    config.setdefault("retries", {"max_attempts": 2})
+    return {**options, "config_kwargs": config}
+
+
 class CheckpointStore:
     """One run's checkpoint directory at `url` (s3://, gs://, az://, file://, a local path).
 
@@ -79,16 +90,26 @@ class CheckpointStore:
     the environment.
     """
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         scheme, sep, rest = str(url).partition("://")
         if sep and not rest.strip("/"):
             raise ConfigError(f"checkpoint.dir={url} has no location after {scheme}://")
         self.url = str(url).rstrip("/")
+        self.timeout_s = timeout_s
+        options = dict(storage_options or {})
+        if timeout_s and scheme in ("s3", "s3a"):
+            options = _s3_timeouts(options, timeout_s)
         try:
-            self.fs, self.root = url_to_fs(self.url, **(storage_options or {}))
-        except (ValueError, ImportError) as err:
+            self.fs, self.root = url_to_fs(self.url, **options)
+        except Exception as err:  # noqa: BLE001 - unknown protocol, missing package, bad host
             raise ConfigError(
-                f"checkpoint.dir={_redact(self.url)} is not a usable URL: {err}. Give a local "
+                f"checkpoint.dir={_redact(self.url)} is not a usable URL "
+                f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Give a local "
                 "path or an fsspec URL such as s3://bucket/prefix (needs s3fs), gs://... (gcsfs)"
             ) from err
         self.is_local = "file" in (
@@ -102,7 +123,33 @@ class CheckpointStore:
         return f"{self.root}/{name}"
 
     def check_access(self) -> None:
-        """Fail at start-up, not at the first save, on bad credentials or a missing bucket."""
+        """Fail at start-up, not at the first save, on bad credentials, a missing bucket or
+        an endpoint that does not answer within `timeout_s`."""
+        if self.timeout_s is None:
+            self._probe()
+            return
+        errors: list[BaseException] = []
+
+        def probe() -> None:
+            try:
+                self._probe()
+            except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+                errors.append(err)
+
+        # A daemon thread: a probe stuck on a silent endpoint must not hold the exit.
+        thread = threading.Thread(target=probe, name="litforge-store-probe", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
+            raise ConfigError(
+                f"checkpoint.dir={self}: no answer within {self.timeout_s:g} s "
+                "(checkpoint.timeout_s). Check the endpoint (AWS_ENDPOINT_URL for S3-compatible "
+                "stores) and the network, or raise checkpoint.timeout_s"
+            )
+        if errors:
+            raise errors[0]
+
+    def _probe(self) -> None:
         # Every DDP rank (and node) probes at start-up: one probe object each.
         probe = self.path(f".litforge-write-test-{socket.gethostname()}-{os.getpid()}")
         bucket = self.root.split("/")[0]

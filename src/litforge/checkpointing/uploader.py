@@ -41,7 +41,8 @@ class _Job:
 
 
 class Uploader:
-    """Uploads in submission order: in the caller's thread, or on one background worker.
+    """Uploads in submission order on one worker thread; synchronous mode waits for each
+    upload (up to `wait_s`), background mode does not.
 
     retries: attempts (with doubling backoff from `backoff_s`) of a new upload before it
     is left staged; a staged job then gets one attempt before each later upload, and more,
@@ -54,28 +55,31 @@ class Uploader:
         background: bool = False,
         retries: int = 3,
         backoff_s: float = 1.0,
+        wait_s: float | None = None,
     ) -> None:
         self.store = store
         self.background = background
         self.retries = retries
         self.backoff_s = backoff_s
+        # Synchronous mode waits this long for an upload; one that takes longer (a store
+        # that hangs) goes on in the background and training goes on with it.
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._failed: list[_Job] = []  # tried and not uploaded yet, oldest first
-        self._submitted: list[tuple[_Job, Future[None]]] = []  # background jobs not reaped
-        self._closing = threading.Event()  # background close(): end backoff sleeps, retries
-        self._executor = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="litforge-upload")
-            if background
-            else None
-        )
+        self._submitted: list[tuple[_Job, Future[None]]] = []  # jobs not reaped yet
+        self._closing = threading.Event()  # close(): end backoff sleeps and retries
+        # Both modes upload on the one worker, so a store that hangs never holds the caller
+        # longer than wait_s; background mode just does not wait at all.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="litforge-upload")
 
-    def submit(self, local: Path, manifest: Manifest, after_commit=None) -> None:
-        """Upload `local` as `manifest.name`; `after_commit` runs once its marker exists."""
+    def submit(
+        self, local: Path, manifest: Manifest, after_commit=None, block: bool = True
+    ) -> None:
+        """Upload `local` as `manifest.name`; `after_commit` runs once its marker exists.
+
+        In synchronous mode (and `block`), returns once the upload is done or `wait_s` passed.
+        """
         job = _Job(local, manifest, after_commit)
-        if self._executor is None:
-            self._retry_failed()
-            self._first_try(job)
-            return
         if self._closing.is_set():
             raise RuntimeError(f"the uploader to {self.store} is closed")
         with self._lock:
@@ -85,7 +89,24 @@ class Uploader:
                 for j, f in self._submitted
                 if not f.done() or (not f.cancelled() and f.exception() is not None)
             ]
-            self._submitted.append((job, self._executor.submit(self._work, job)))
+            behind = [j.manifest.name for j, f in self._submitted if not f.done()]
+            future = self._executor.submit(self._work, job)
+            self._submitted.append((job, future))
+        if self.background or not block:
+            return
+        if behind:  # the store has not finished an earlier upload: waiting again helps nobody
+            log.warning(
+                "checkpoint %s queued behind %s, still uploading to %s; training goes on",
+                manifest.name, ", ".join(behind), self.store,
+            )  # fmt: skip
+            return
+        done, _ = wait([future], timeout=self.wait_s)
+        if not done:
+            log.warning(
+                "checkpoint %s: no answer from %s within %.0f s; training goes on, the upload "
+                "continues in the background and the file stays at %s until it is done",
+                manifest.name, self.store, self.wait_s, local,
+            )  # fmt: skip
 
     def pending(self) -> list[Path]:
         """Local copies of the uploads that failed and are not uploaded yet, oldest first."""
@@ -95,29 +116,25 @@ class Uploader:
     def flush(self, timeout_s: float) -> None:
         """Wait for queued uploads and retry failed ones until `timeout_s`; raise if any remain."""
         deadline = time.monotonic() + timeout_s
-        if self._executor is not None:
-            with self._lock:
-                submitted = list(self._submitted)
-            _, busy = wait([f for _, f in submitted], timeout=timeout_s)
-            if busy:
-                self._raise_busy(timeout_s)
-            with self._lock:
-                self._submitted = [(j, f) for j, f in self._submitted if not f.done()]
-            for _, future in submitted:
-                if not future.cancelled():
-                    future.result()  # an after_commit that raised on the worker raises here
+        with self._lock:
+            submitted = list(self._submitted)
+        _, busy = wait([f for _, f in submitted], timeout=timeout_s)
+        if busy:
+            self._raise_busy(timeout_s)
+        with self._lock:
+            self._submitted = [(j, f) for j, f in self._submitted if not f.done()]
+        for _, future in submitted:
+            if not future.cancelled():
+                future.result()  # an after_commit that raised on the worker raises here
         delay = self.backoff_s
         while self.pending() and time.monotonic() < deadline:
-            # Background mode: on the worker too, so store calls never overlap.
-            if self._executor is None:
-                self._retry_failed()
-            else:
-                try:
-                    self._executor.submit(self._retry_failed).result(
-                        timeout=max(0.0, deadline - time.monotonic())
-                    )
-                except FutureTimeout:
-                    self._raise_busy(timeout_s)
+            # On the worker, so store calls never overlap.
+            try:
+                self._executor.submit(self._retry_failed).result(
+                    timeout=max(0.0, deadline - time.monotonic())
+                )
+            except FutureTimeout:
+                self._raise_busy(timeout_s)
             if self.pending():
                 self._closing.wait(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, 30.0)
@@ -134,8 +151,6 @@ class Uploader:
         An upload already in flight gets up to a few seconds; it is not interrupted, and
         Python waits for it at exit (bounded by the filesystem's own timeouts).
         """
-        if self._executor is None:
-            return
         self._closing.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
         with self._lock:

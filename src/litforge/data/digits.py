@@ -7,6 +7,9 @@ import torch
 from torch.utils.data import TensorDataset
 
 from litforge.data.loaders import SplitDataModule
+from litforge.errors import ConfigError
+
+N_IMAGES = 1797  # len(sklearn.datasets.load_digits().target)
 
 
 class DigitsDataModule(SplitDataModule):
@@ -15,6 +18,8 @@ class DigitsDataModule(SplitDataModule):
     The split comes from `split_seed` alone, so it never changes with the training seed.
     Pixel values 0..16 are scaled to 0..1; images are (1, 8, 8) float tensors.
     """
+
+    provides = "labelled images"
 
     def __init__(
         self,
@@ -32,6 +37,11 @@ class DigitsDataModule(SplitDataModule):
             shuffle=shuffle,
             num_workers=num_workers,
         )
+        if val_size + test_size >= N_IMAGES:
+            raise ConfigError(
+                f"data.val_size={val_size} + data.test_size={test_size} leave no training "
+                f"images; their sum must be < {N_IMAGES}"
+            )
         self.val_size = val_size
         self.test_size = test_size
         self.split_seed = split_seed
@@ -46,8 +56,6 @@ class DigitsDataModule(SplitDataModule):
         labels = torch.tensor(digits.target, dtype=torch.long)
         order = np.random.default_rng(self.split_seed).permutation(len(labels))
         n_test, n_val = self.test_size, self.val_size
-        if n_test + n_val >= len(labels):
-            raise ValueError(f"data.val_size + data.test_size must be < {len(labels)}")
         test, val, train = np.split(order, [n_test, n_test + n_val])
         self.train_set = TensorDataset(images[train], labels[train])
         self.val_set = TensorDataset(images[val], labels[val])

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import Dataset
 
 from litforge.data.loaders import SplitDataModule
+from litforge.errors import ConfigError
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
@@ -56,6 +57,8 @@ class CharWindows(Dataset):
 class TextDataModule(SplitDataModule):
     """Split by position: the first `train_fraction` for training, then val, then test."""
 
+    provides = "token windows"
+
     def __init__(
         self,
         block_size: int = 128,
@@ -73,7 +76,10 @@ class TextDataModule(SplitDataModule):
             num_workers=num_workers,
         )
         if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
-            raise ValueError("data.train_fraction + data.val_fraction must lie in (0, 1)")
+            raise ConfigError(
+                f"data.train_fraction={train_fraction} + data.val_fraction={val_fraction} "
+                "must lie in (0, 1): the rest is the test split"
+            )
         self.block_size = block_size
         self.train_fraction = train_fraction
         self.val_fraction = val_fraction

@@ -15,6 +15,8 @@ from litforge.nets.cnn import CNN
 class Classifier(LitforgeModule):
     """net: keyword arguments of `CNN`; optimizer, scheduler: see `LitforgeModule`."""
 
+    consumes = "labelled images"  # checked against the DataModule's `provides` before building
+
     def __init__(
         self,
         net: dict[str, Any],

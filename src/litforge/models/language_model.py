@@ -18,6 +18,8 @@ class LanguageModel(LitforgeModule):
     trading about one extra forward for activation memory.
     """
 
+    consumes = "token windows"  # checked against the DataModule's `provides` before building
+
     def __init__(
         self,
         net: dict[str, Any],

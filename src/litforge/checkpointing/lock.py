@@ -1,0 +1,131 @@
+"""One run at a time per location: a lock file with its holder's host, pid and heartbeat.
+
+Two processes started with the same run_name would otherwise resume from each other's
+checkpoints and interleave their logs. The lock is a small JSON file (in the run
+directory and beside the checkpoints in the store), rewritten every `heartbeat_s`.
+It is taken over when its holder is gone: a dead pid on this host at once, any holder
+whose heartbeat is older than `stale_s`. Object stores have no atomic create, so two
+starts within the same second are told apart by reading the lock back after writing it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from litforge.errors import LitforgeError
+
+log = logging.getLogger("litforge")
+LOCK_NAME = ".litforge-lock"
+
+
+class RunLocked(LitforgeError):
+    """Another live process holds this run; exit 75 (EX_TEMPFAIL: try again later)."""
+
+    exit_code = 75
+
+
+class RunLock:
+    """`fs` is any fsspec filesystem, `path` the lock file in it, `where` its name for people."""
+
+    def __init__(
+        self,
+        fs: Any,
+        path: str,
+        where: str,
+        heartbeat_s: float = 30.0,
+        stale_s: float = 120.0,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.fs, self.path, self.where = fs, path, where
+        self.heartbeat_s, self.stale_s = heartbeat_s, stale_s
+        self.timeout_s = timeout_s  # bound on release(): a store that hangs must not hold exit
+        self.token = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise RunLocked naming its live holder."""
+        holder = self._read()
+        if holder is not None and holder.get("token") != self.token and self._alive(holder):
+            raise RunLocked(self._describe(holder))
+        if holder is not None:
+            log.warning("taking over the lock of a run that is gone: %s", self._describe(holder))
+        self._write()
+        time.sleep(0.05)  # a rival that wrote at the same moment: the last write wins
+        holder = self._read()
+        if holder is None or holder.get("token") != self.token:
+            raise RunLocked(self._describe(holder or {}))
+        self._thread = threading.Thread(
+            target=self._beat, name="litforge-lock-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    def release(self) -> None:
+        """Remove the lock if it is still ours; waits at most `timeout_s` for the store."""
+        self._stop.set()
+        if self.timeout_s is None:
+            self._remove()
+            return
+        thread = threading.Thread(target=self._remove, name="litforge-lock-release", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+
+    def _remove(self) -> None:
+        try:
+            holder = self._read()
+            if holder is not None and holder.get("token") == self.token:
+                self.fs.rm_file(self.path)
+        except Exception as err:  # noqa: BLE001 - a lock left behind expires by itself
+            log.warning("could not remove the lock %s: %s", self.where, err)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                self._write()
+            except Exception as err:  # noqa: BLE001 - a store outage must not stop training
+                log.warning("could not renew the lock %s: %s", self.where, err)
+
+    def _write(self) -> None:
+        record = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token,
+                  "heartbeat": time.time()}  # fmt: skip
+        self.fs.pipe_file(self.path, json.dumps(record).encode())
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.fs.cat_file(self.path))
+        except FileNotFoundError:
+            return None
+        except ValueError:  # a torn write: treat it as nobody's
+            return None
+
+    def _alive(self, holder: dict[str, Any]) -> bool:
+        if time.time() - float(holder.get("heartbeat", 0)) > self.stale_s:
+            return False
+        if holder.get("host") != socket.gethostname():
+            return True  # another machine with a fresh heartbeat
+        pid = int(holder.get("pid", -1))
+        if pid == os.getpid():
+            return False  # this process ran the same run before (in-process tests, notebooks)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def _describe(self, holder: dict[str, Any]) -> str:
+        age = time.time() - float(holder.get("heartbeat", 0))
+        return (
+            f"{self.where} is in use by host {holder.get('host', '?')} pid "
+            f"{holder.get('pid', '?')} (heartbeat {age:.0f} s ago): another run with this "
+            f"run_name is still going. Wait for it, or use another run_name; a lock whose "
+            f"holder is gone is taken over ({self.stale_s:.0f} s after its last heartbeat)"
+        )

@@ -1,0 +1,86 @@
+"""Two runs with the same run_name at once (issue 9.4): the second stops, naming the first."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import fsspec
+import pytest
+
+from litforge.checkpointing.lock import RunLock, RunLocked
+from tests.helpers import ROOT
+
+
+def lock_at(tmp_path, **kwargs) -> RunLock:
+    return RunLock(fsspec.filesystem("file"), str(tmp_path / ".litforge-lock"), "here", **kwargs)
+
+
+def plant(tmp_path, host: str, pid: int, age_s: float) -> None:
+    record = {"host": host, "pid": pid, "token": "theirs", "heartbeat": time.time() - age_s}
+    (tmp_path / ".litforge-lock").write_text(json.dumps(record))
+
+
+def test_a_live_holder_keeps_the_lock_and_is_named(tmp_path):
+    parent = os.getppid()  # alive, on this host, not us
+    plant(tmp_path, socket.gethostname(), parent, age_s=1)
+    with pytest.raises(RunLocked, match=rf"in use by host {socket.gethostname()} pid {parent}"):
+        lock_at(tmp_path).acquire()
+
+
+@pytest.mark.parametrize(
+    ("host", "pid", "age_s"),
+    [("this", 2**22 + 7, 1), ("elsewhere", 1, 500)],  # a dead pid here; a stale heartbeat there
+)
+def test_a_lock_whose_holder_is_gone_is_taken_over(tmp_path, host, pid, age_s):
+    plant(tmp_path, socket.gethostname() if host == "this" else host, pid, age_s)
+    lock = lock_at(tmp_path, stale_s=120)
+    lock.acquire()
+    assert json.loads((tmp_path / ".litforge-lock").read_text())["pid"] == os.getpid()
+    lock.release()
+    assert not (tmp_path / ".litforge-lock").exists()
+
+
+def test_a_fresh_holder_on_another_host_keeps_the_lock(tmp_path):
+    plant(tmp_path, "another-host", 1, age_s=5)
+    with pytest.raises(RunLocked, match="another-host"):
+        lock_at(tmp_path).acquire()
+
+
+def test_the_heartbeat_renews_the_lock(tmp_path):
+    lock = lock_at(tmp_path, heartbeat_s=0.05)
+    lock.acquire()
+    first = json.loads((tmp_path / ".litforge-lock").read_text())["heartbeat"]
+    time.sleep(0.3)
+    assert json.loads((tmp_path / ".litforge-lock").read_text())["heartbeat"] > first
+    lock.release()
+
+
+def test_a_second_run_with_the_same_name_stops_with_one_line(tmp_path):
+    args = ["run_name=twice", f"checkpoint.dir={tmp_path / 'store'}", "trainer.max_steps=200",
+            "trainer.max_epochs=-1", "checkpoint.every_n_train_steps=5", "test=false"]  # fmt: skip
+    env = {**os.environ, "CI": "1", "PYTHONUNBUFFERED": "1"}
+
+    def start(run_dir):
+        command = [sys.executable, "train.py", *args, f"hydra.run.dir={run_dir}"]
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    first = start(tmp_path / "a")
+    marker = tmp_path / "store" / "twice" / "step-00000005.ckpt.complete"
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
+        time.sleep(0.05)
+    second = start(tmp_path / "b")
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 75, err[-3000:]
+    assert f"in use by host {socket.gethostname()} pid {first.pid}" in err
+    assert len(err[err.index("error: ") :].strip().splitlines()) == 1
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err[-3000:]
+    assert not (tmp_path / "store" / "twice" / ".litforge-lock").exists()  # released at the end
