@@ -52,9 +52,7 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
     """Check and adjust `trainer_kwargs` (lightning.Trainer's) for the processes they start."""
     die_with_launcher()
     settings = cfg.get("processes") or {}
-    timeout = settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ConfigError(f"processes.rendezvous_timeout_s={timeout} is invalid; must be > 0")
+    timeout = settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S)  # schema.py checked it
     devices = trainer_kwargs.get("devices", "auto")
     on_gpu = _on_gpu(str(trainer_kwargs.get("accelerator", "auto")))
     per_node = check_device_count(devices, on_gpu, bool(settings.get("oversubscribe", False)))

@@ -23,18 +23,18 @@ class Rule:
     null: bool = False
 
     def problem(self, value: Any) -> str | None:
-        if value is None:
-            return None if self.null else f"must be {self.describe()}"
-        return None if self.accepts(value) else f"must be {self.describe()}"
+        valid = self.null if value is None else self.accepts(value)
+        return None if valid else f"must be {self.describe()}"
+
+    def describe(self) -> str:
+        return f"{self.text()} (or null)" if self.null else self.text()
 
     def accepts(self, value: Any) -> bool:
         raise NotImplementedError
 
-    def describe(self) -> str:
+    def text(self) -> str:
+        """What a valid value is, in words."""
         raise NotImplementedError
-
-    def _or_null(self, text: str) -> str:
-        return f"{text} (or null)" if self.null else text
 
 
 def _is_int(value: Any) -> bool:
@@ -58,12 +58,12 @@ class Int(Rule):
             and (self.hi is None or value <= self.hi)
         )
 
-    def describe(self) -> str:
+    def text(self) -> str:
         if self.lo is not None and self.hi is not None:
-            return self._or_null(f"an integer from {self.lo} to {self.hi}")
+            return f"an integer from {self.lo} to {self.hi}"
         if self.lo is not None:
-            return self._or_null(f"an integer >= {self.lo}")
-        return self._or_null(f"an integer <= {self.hi}" if self.hi is not None else "an integer")
+            return f"an integer >= {self.lo}"
+        return f"an integer <= {self.hi}" if self.hi is not None else "an integer"
 
 
 @dataclass
@@ -83,13 +83,13 @@ class Num(Rule):
         below = self.hi is None or (value < self.hi if self.open_hi else value <= self.hi)
         return above and below
 
-    def describe(self) -> str:
+    def text(self) -> str:
         parts = []
         if self.lo is not None:
             parts.append(f"{'>' if self.open_lo else '>='} {self.lo:g}")
         if self.hi is not None:
             parts.append(f"{'<' if self.open_hi else '<='} {self.hi:g}")
-        return self._or_null(" and ".join(["a number", *parts]).replace("number and", "number"))
+        return " and ".join(["a number", *parts]).replace("number and", "number")
 
 
 @dataclass
@@ -99,8 +99,8 @@ class Bool(Rule):
     def accepts(self, value: Any) -> bool:
         return isinstance(value, bool)
 
-    def describe(self) -> str:
-        return self._or_null("true or false")
+    def text(self) -> str:
+        return "true or false"
 
 
 @dataclass
@@ -111,8 +111,8 @@ class OneOf(Rule):
     def accepts(self, value: Any) -> bool:
         return any(value == c and type(value) is type(c) for c in self.choices)
 
-    def describe(self) -> str:
-        return self._or_null("one of " + ", ".join(str(c) for c in self.choices))
+    def text(self) -> str:
+        return "one of " + ", ".join(str(c) for c in self.choices)
 
 
 @dataclass
@@ -128,8 +128,8 @@ class Text(Rule):
             self.pattern is None or re.fullmatch(self.pattern, value) is not None
         )
 
-    def describe(self) -> str:
-        return self._or_null(self.meaning)
+    def text(self) -> str:
+        return self.meaning
 
 
 @dataclass
@@ -142,8 +142,8 @@ class Either(Rule):
     def accepts(self, value: Any) -> bool:
         return any(rule.accepts(value) for rule in self.rules)
 
-    def describe(self) -> str:
-        return self._or_null(", or ".join(rule.describe() for rule in self.rules))
+    def text(self) -> str:
+        return ", or ".join(rule.describe() for rule in self.rules)
 
 
 @dataclass
@@ -160,9 +160,9 @@ class ListOf(Rule):
             and all(self.item.accepts(v) for v in value)
         )
 
-    def describe(self) -> str:
+    def text(self) -> str:
         size = f"{self.length} " if self.length else "1 or more "
-        return self._or_null(f"a list of {size}values, each {self.item.describe()}")
+        return f"a list of {size}values, each {self.item.describe()}"
 
 
 class Free(Rule):
@@ -173,7 +173,7 @@ class Free(Rule):
     def accepts(self, value: Any) -> bool:
         return True
 
-    def describe(self) -> str:
+    def text(self) -> str:
         return "anything"
 
 
@@ -202,11 +202,8 @@ RULES: dict[str, Rule] = {
     "sample.top_k": Int(1, null=True),
     # conf/data
     "data._target_": Text(),
-    "data.batch_size": Int(1),
-    "data.val_size": Int(1),
-    "data.test_size": Int(1),
-    "data.split_seed": Int(0),
-    "data.shuffle_seed": Int(0),
+    "data.*_size": Int(1),  # batch_size, val_size, test_size
+    "data.*_seed": Int(0),
     "data.shuffle": Bool(),
     "data.num_workers": Int(0),
     "data.block_size": Int(1),
@@ -253,8 +250,7 @@ RULES: dict[str, Rule] = {
     "trainer.reload_dataloaders_every_n_epochs": Int(0),
     "trainer.default_root_dir": Text(null=True),
     "trainer.model_registry": Text(null=True),
-    "trainer.profiler": Free(),  # null, a name, or a {_target_: ...} object
-    "trainer.profiler.*": Free(),
+    "trainer.profiler*": Free(),  # null, a name, or a {_target_: ...} object
     "trainer.plugins": Free(),
     "trainer.enable_*": Bool(null=True),
     "trainer.*": Bool(null=True),  # the remaining switches (benchmark, inference_mode, ...)
@@ -274,8 +270,7 @@ RULES: dict[str, Rule] = {
     "checkpoint.upload_retries": Int(1),
     "checkpoint.final_upload_timeout_s": Num(0.0),
     "checkpoint.timeout_s": Num(0.0, open_lo=True),
-    "checkpoint.storage_options": Free(),
-    "checkpoint.storage_options.*": Free(),
+    "checkpoint.storage_options*": Free(),  # the fsspec filesystem's own keyword arguments
     "checkpoint.staging_dir": Text(),
 }
 

@@ -10,6 +10,7 @@ starts within the same second are told apart by reading the lock back after writ
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -68,8 +69,12 @@ class RunLock:
         self._thread.start()
 
     def release(self) -> None:
-        """Remove the lock if it is still ours; waits at most `timeout_s` for the store."""
+        """Remove the lock if it is still ours; waits at most `timeout_s` for the store.
+        Once only: the call registered for interpreter exit is dropped."""
+        if self._stop.is_set():
+            return
         self._stop.set()
+        atexit.unregister(self.release)
         if self.timeout_s is None:
             self._remove()
             return
