@@ -94,6 +94,8 @@ class RunLock:
         while not self._stop.wait(self.heartbeat_s):
             try:
                 self._write()
+            except FileNotFoundError:
+                return  # the location itself is gone (a failed start's run directory removed)
             except Exception as err:  # noqa: BLE001 - a store outage must not stop training
                 log.warning("could not renew the lock %s: %s", self.where, err)
 
