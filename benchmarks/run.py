@@ -1,7 +1,7 @@
 """`make bench`: run the CPU benchmarks, write results/latest.json and results/latest.md.
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
-python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint
+python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint sweep
 python -m benchmarks.run --update-readme     # also paste the table into README.md
 """
 
@@ -26,7 +26,7 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
-    from benchmarks import checkpoint_stall, memory, overhead, quality, startup
+    from benchmarks import checkpoint_stall, memory, overhead, quality, startup, sweep_overhead
 
     return {
         "overhead": lambda: {
@@ -40,6 +40,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "quality": quality.measure,
         "startup": lambda: startup.measure(repeats),
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
+        "sweep": sweep_overhead.measure,
     }
 
 

@@ -3,6 +3,7 @@ and callbacks that tests inject into real training runs via `+callbacks.NAME=...
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -82,3 +83,26 @@ class StoreOutage(L.Callback):
             CURRENT_S3.stop()
         if trainer.global_step == self.restart_at and CURRENT_S3.process is None:
             CURRENT_S3.start()  # moto forgets everything: the bucket is made anew
+
+
+class RecordHparams(L.Callback):
+    """Each rank writes the base learning rate its optimizer trains with (before the
+    scheduler's warmup factor) to run_dir/ranks/rank{R}.json."""
+
+    def on_train_start(self, trainer: L.Trainer, *args: Any) -> None:
+        group = trainer.optimizers[0].param_groups[0]
+        record = {"lr": group.get("initial_lr", group["lr"]), "rank": trainer.global_rank}
+        out = Path(trainer.default_root_dir) / "ranks" / f"rank{trainer.global_rank}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record))
+
+
+class RecordValidations(L.Callback):
+    """Append the global step of each validation (sanity checks aside) to
+    run_dir/validations.txt, one line each, on rank 0."""
+
+    def on_validation_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        with (Path(trainer.default_root_dir) / "validations.txt").open("a") as f:
+            f.write(f"{trainer.global_step}\n")

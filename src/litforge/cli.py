@@ -7,6 +7,7 @@ console command. `compose(...)` builds the same config in-process (tests, benchm
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import shutil
@@ -23,6 +24,7 @@ from hydra import initialize_config_dir
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from litforge import multirun
 from litforge.errors import ConfigError, LitforgeError
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
@@ -47,7 +49,8 @@ def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
 
     @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
     def hydra_main(cfg: DictConfig) -> float | None:
-        with report_user_errors(Path(cfg.run_dir)):
+        silence_known_upstream_warnings()  # again: a launcher may run jobs in other processes
+        with report_user_errors(Path(cfg.run_dir)), multirun.job_scope(cfg):
             metrics = recipe(cfg)
         return metrics.get(cfg.get("optimized_metric"))
 
@@ -70,6 +73,21 @@ def compose(overrides: list[str], run_dir: str | Path, config_name: str = "train
     return cfg
 
 
+# Set while a sweeper runs a trial: errors go back to it instead of ending the process.
+_ERRORS_TO_CALLER = contextvars.ContextVar("litforge_errors_to_caller", default=False)
+
+
+@contextlib.contextmanager
+def errors_to_caller() -> Iterator[None]:
+    """Within this block `report_user_errors` re-raises (a sweep decides what a trial's
+    error means for the trials after it)."""
+    token = _ERRORS_TO_CALLER.set(True)
+    try:
+        yield
+    finally:
+        _ERRORS_TO_CALLER.reset(token)
+
+
 @contextlib.contextmanager
 def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
     """Turn a `LitforgeError` into one `error: ...` line and its exit status; a run
@@ -82,7 +100,7 @@ def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
     except LitforgeError as err:
         if run_dir is not None and rank_zero_only.rank == 0:
             _remove_if_unused(run_dir)
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or _ERRORS_TO_CALLER.get():
             raise
         print(f"error: {err}", file=sys.stderr)
         _exit(err.exit_code)

@@ -38,9 +38,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             weights_only=True,
             verbose=console.interactive(),
         )
-        metrics.update(run_record.floats(results[0]), best_checkpoint=best.url)
+        metrics.update(run_record.floats(results[0]))
 
     metrics.update(
+        best_checkpoint=best.url,
         precision_requested=str(cfg.trainer.precision),
         precision_effective=build.effective_precision(trainer),
         effective_batch_size=effective_batch,

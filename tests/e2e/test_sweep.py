@@ -27,3 +27,27 @@ def test_named_sweep_jobs_do_not_resume_each_other(tmp_path):
         metrics = json.loads((tmp_path / "multi" / job / "metrics.json").read_text())
         assert metrics["global_step"] == 6
     assert (store / "sw-1" / "step-00000006.ckpt.complete").is_file()
+
+
+def test_ddp_sweep_job_runs_once_per_rank_with_its_own_values(tmp_path):
+    """Each child rank of a DDP job runs that job only, in its directory, with its values and
+    checkpoint location (every rank probes it: a wrong key would leave a directory); the
+    second job starts its own processes (nothing of the first job's group is left)."""
+    sweep, store = tmp_path / "multi", tmp_path / "ckstore"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-m", "model.optimizer.lr=1e-3,1e-2",
+         "trainer.devices=2", "debug=limit", "test=false", f"hydra.sweep.dir={sweep}",
+         "run_name=sw", f"checkpoint.dir={store}",
+         "+callbacks.record_hparams._target_=tests.helpers.RecordHparams"],
+        cwd=tmp_path, env={**os.environ, "CI": "1"},  # cwd: a stray multirun/ would land here
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stdout + result.stderr).count("Launching 2 jobs locally") == 1
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "multirun.yaml"]
+    for job, lr in (("0", 1e-3), ("1", 1e-2)):
+        ranks = [json.loads((sweep / job / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
+        assert ranks == [{"lr": lr, "rank": 0}, {"lr": lr, "rank": 1}]
+        assert json.loads((sweep / job / "metrics.json").read_text())["global_step"] == 6
+    assert sorted(p.name for p in store.iterdir()) == ["sw-0", "sw-1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckstore", "multi"]

@@ -86,6 +86,10 @@ class StoreCheckpoint(L.Callback):
         step = trainer.global_step
         if step == self._last_saved_step or trainer.fit_loop._should_accumulate():
             return
+        if trainer.should_stop:
+            # Fit ends after this batch: the final validation (callbacks/final_validation.py)
+            # or train end saves this step, with its metrics, so it is ranked.
+            return
         if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             # A save here would come before the epoch-end validation, and a run resumed
             # from it diverges (it replays that boundary differently); the epoch-end hooks

@@ -26,6 +26,26 @@ log = logging.getLogger("litforge")
 LOCK_NAME = ".litforge-lock"
 
 
+def holder_alive(holder: dict[str, Any], stale_s: float) -> bool:
+    """Whether the process in `holder` ({host, pid, heartbeat}) may still be running: a fresh
+    heartbeat from another host, or a live pid on this one (this very process counts as gone:
+    it ran the same thing before, in-process tests and sweeps)."""
+    if time.time() - float(holder.get("heartbeat", 0)) > stale_s:
+        return False
+    if holder.get("host") != socket.gethostname():
+        return True
+    pid = int(holder.get("pid", -1))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class RunLocked(LitforgeError):
     """Another live process holds this run; exit 75 (EX_TEMPFAIL: try again later)."""
 
@@ -113,20 +133,7 @@ class RunLock:
             return None
 
     def _alive(self, holder: dict[str, Any]) -> bool:
-        if time.time() - float(holder.get("heartbeat", 0)) > self.stale_s:
-            return False
-        if holder.get("host") != socket.gethostname():
-            return True  # another machine with a fresh heartbeat
-        pid = int(holder.get("pid", -1))
-        if pid == os.getpid():
-            return False  # this process ran the same run before (in-process tests, notebooks)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return holder_alive(holder, self.stale_s)
 
     def _describe(self, holder: dict[str, Any]) -> str:
         age = time.time() - float(holder.get("heartbeat", 0))

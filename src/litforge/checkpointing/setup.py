@@ -9,12 +9,10 @@ from pathlib import Path
 
 import fsspec
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console
+from litforge import console, multirun
 from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
@@ -84,11 +82,7 @@ class StoreCheckpointing(Checkpointing):
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
-    """checkpoint.dir itself if it lies in the run directory, else checkpoint.dir/<run key>.
-
-    The run key is run_name (or the run directory's name); each job of a sweep (`-m`) gets
-    its own: `<run_name>-<job number>`, so jobs never resume from one another.
-    """
+    """checkpoint.dir itself if it lies in the run directory, else checkpoint.dir/<run_key>."""
     raw = str(cfg.checkpoint.dir)
     scheme, sep, rest = raw.partition("://")
     if sep and not rest.strip("/"):
@@ -102,20 +96,17 @@ def run_checkpoint_url(cfg: DictConfig) -> str:
         local = Path(base.removeprefix("file://")).resolve()
         if local == run_dir or run_dir in local.parents:
             return str(local)
-    job = _sweep_job()
-    if cfg.get("run_name"):
-        key = cfg.run_name if job is None else f"{cfg.run_name}-{job}"
-    else:  # a sweep's job directories are 0, 1, ...: prefix the sweep's own directory
-        key = run_dir.name if job is None else f"{run_dir.parent.name}-{run_dir.name}"
-    return f"{base}/{key}"
+    return f"{base}/{run_key(cfg)}"
 
 
-def _sweep_job() -> int | None:
-    """This job's number under `python train.py -m ...`, else None."""
-    if not HydraConfig.initialized():
-        return None
-    hydra_cfg = HydraConfig.get()
-    return hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
+def run_key(cfg: DictConfig) -> str:
+    """This run's key in a shared checkpoint location: run_name, or the run directory's name;
+    a job of a sweep (`-m`) gets its own (multirun.job_name), so jobs never resume from one
+    another, and a retried trial of a sweeper that keeps its directory finds its checkpoints.
+    """
+    if multirun.in_multirun():
+        return multirun.job_name(cfg)
+    return cfg.get("run_name") or Path(cfg.run_dir).resolve().name
 
 
 def setup(cfg: DictConfig) -> Checkpointing:

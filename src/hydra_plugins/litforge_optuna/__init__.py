@@ -1,0 +1,1 @@
+"""litforge's Optuna sweeper, found by Hydra in the `hydra_plugins` namespace package."""

@@ -1,0 +1,70 @@
+"""A validation on the last training batch, so every run ends on a validated checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+
+
+class FinalValidation(L.Callback):
+    """Validate after the batch that ends fit, unless Lightning does so already.
+
+    Why: Lightning validates every `val_check_interval` batches (or every
+    `check_val_every_n_epoch` epochs), so a run whose `max_steps` or `max_epochs` is not a
+    multiple of them ends after its last validation: metrics.json has no val/ metrics, and
+    the final weights are never ranked by the checkpoint callback (which saves, with the
+    monitored value, on validation end).
+
+    How: on that batch it sets `trainer.should_stop`, which makes Lightning validate right
+    after it, inside fit (as it does for early stopping). Lightning validates at most once
+    per batch, so a batch that validates anyway gets no second one. A stop requested by
+    others (max_time's Timer, early stopping, preemption) already gets that validation from
+    Lightning, except in an epoch that `check_val_every_n_epoch` skips.
+
+    Both conditions are counts that every DDP rank shares, so all ranks validate together.
+    """
+
+    def __init__(self) -> None:
+        self._every_n_epochs: int | None = None  # check_val_every_n_epoch while lifted
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        if not trainer.enable_validation or not _ends_fit(trainer, batch_idx):
+            return
+        trainer.should_stop = True
+        every = trainer.check_val_every_n_epoch
+        if every is not None and (trainer.current_epoch + 1) % every != 0:
+            # Lightning checks the epoch before the stop request: lift it for this batch.
+            self._every_n_epochs = every
+            trainer.check_val_every_n_epoch = 1
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore(trainer)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._restore(trainer)
+
+    def _restore(self, trainer: L.Trainer) -> None:
+        if self._every_n_epochs is not None:
+            trainer.check_val_every_n_epoch = self._every_n_epochs
+            self._every_n_epochs = None
+
+
+def _ends_fit(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether fit stops after this batch: max_steps reached, or the last epoch's last batch."""
+    if trainer.max_steps >= 0 and trainer.global_step >= trainer.max_steps:
+        return True
+    max_epochs = trainer.max_epochs
+    return (
+        max_epochs is not None
+        and max_epochs >= 0
+        and trainer.current_epoch + 1 >= max_epochs
+        and batch_idx + 1 >= trainer.num_training_batches
+    )

@@ -1,0 +1,152 @@
+"""What a sweep leaves in its directory: trials.csv, best.yaml, plots, and a printed table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+
+from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
+
+log = logging.getLogger("litforge")
+MIN_TRIALS_FOR_IMPORTANCE = 4
+
+
+def write(study: optuna.Study, sweep_dir: Path) -> FrozenTrial | None:
+    """Write trials.csv, best.yaml and the plots into sweep_dir; returns the best trial."""
+    trials = study.get_trials(deepcopy=False)
+    _atomic(sweep_dir / "trials.csv", _trials_csv(trials))
+    best = _best(study)
+    if best is not None:
+        _atomic(sweep_dir / "best.yaml", yaml.safe_dump(_best_record(study, best), sort_keys=False))
+    _plot(study, trials, sweep_dir)
+    return best
+
+
+def table(study: optuna.Study, rows: int = 10) -> str:
+    """The best `rows` finished trials, best first, one line each, and a count by state."""
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    done.sort(key=lambda t: t.value, reverse=study.direction.name == "MAXIMIZE")
+    names = sorted({k for t in trials for k in t.params})
+    lines = [f"study {study.study_name}: " + ", ".join(
+        f"{sum(t.state == s for t in trials)} {s.name.lower()}"
+        for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
+    )]  # fmt: skip
+    header = ["trial", "value", *names]
+    body = [
+        [str(t.number), f"{t.value:.6g}", *(_short(t.params.get(n)) for n in names)]
+        for t in done[:rows]
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    for row in [header, *body]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _best(study: optuna.Study) -> FrozenTrial | None:
+    try:
+        return study.best_trial
+    except ValueError:  # no completed trial yet
+        return None
+
+
+def _best_record(study: optuna.Study, best: FrozenTrial) -> dict[str, Any]:
+    return {
+        "study": study.study_name,
+        "trial": best.number,
+        "value": best.value,
+        "direction": study.direction.name.lower(),
+        "params": dict(best.params),
+        "run_dir": best.user_attrs.get(RUN_DIR),
+        "best_checkpoint": best.user_attrs.get(BEST_CHECKPOINT),
+    }
+
+
+def _trials_csv(trials: list[FrozenTrial]) -> str:
+    names = sorted({k for t in trials for k in t.params})
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["number", "state", "value", "duration_s", *names, "run_dir", "note"])
+    for t in trials:
+        duration = t.duration.total_seconds() if t.duration is not None else None
+        writer.writerow([
+            t.number, t.state.name, t.value, None if duration is None else round(duration, 3),
+            *(t.params.get(n) for n in names), t.user_attrs.get(RUN_DIR), _note(t),
+        ])  # fmt: skip
+    return out.getvalue()
+
+
+def _note(trial: FrozenTrial) -> str:
+    parts = []
+    if RETRY_OF in trial.system_attrs:
+        parts.append(f"retry of trial {trial.system_attrs[RETRY_OF]}")
+    for key in (NOT_COUNTED, STOPPED):
+        if key in trial.system_attrs:
+            parts.append(str(trial.system_attrs[key]))
+    if ERROR in trial.user_attrs:
+        parts.append(str(trial.user_attrs[ERROR]))
+    return "; ".join(parts)
+
+
+def _plot(study: optuna.Study, trials: list[FrozenTrial], sweep_dir: Path) -> None:
+    """optimization_history.png (each trial's value, the best so far) and, with enough
+    complete trials, param_importances.png (Optuna's fANOVA importances)."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE and math.isfinite(t.value)]
+    if not done:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    better = max if study.direction.name == "MAXIMIZE" else min
+    best_so_far, running = [], None
+    for t in done:
+        running = t.value if running is None else better(running, t.value)
+        best_so_far.append(running)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([t.number for t in done], [t.value for t in done], "o", label="trial")
+    ax.step([t.number for t in done], best_so_far, where="post", label="best so far")
+    ax.set(xlabel="trial", ylabel="objective", title=f"{study.study_name}: optimization history")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(sweep_dir / "optimization_history.png", dpi=100)
+    plt.close(fig)
+
+    params = {k for t in done for k in t.params}
+    if len(done) < MIN_TRIALS_FOR_IMPORTANCE or not params:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # fANOVA's sklearn forest on a handful of points
+            importances = optuna.importance.get_param_importances(study)
+    except (RuntimeError, ValueError) as err:  # e.g. every trial with the same parameters
+        log.info("no parameter importances: %s", err)
+        return
+    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(importances)))
+    ax.barh(list(importances)[::-1], list(importances.values())[::-1])
+    ax.set(xlabel="importance (fANOVA)", title=f"{study.study_name}: parameter importances")
+    fig.tight_layout()
+    fig.savefig(sweep_dir / "param_importances.png", dpi=100)
+    plt.close(fig)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _atomic(path: Path, text: str) -> None:
+    """Workers sharing a sweep directory each rewrite these files: never a torn read."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,160 @@
+"""A sweep's search space: Hydra's sweep syntax -> Optuna distributions.
+
+`hydra.sweeper.params` (and sweep overrides on the command line) use the syntax
+lightning-hydra-template users know:
+
+    model.optimizer.lr: tag(log, interval(1e-4, 1e-1))  -> FloatDistribution(log=True)
+    model.net.hidden: int(interval(32, 256))            -> IntDistribution
+    data.batch_size: choice(32, 64, 128)                 -> CategoricalDistribution
+    model.net.n_layer: range(1, 4)                       -> IntDistribution(1, 3)
+    model.optimizer.lr=1e-3,3e-3 (command line)          -> CategoricalDistribution
+
+A plain value is a fixed override every trial gets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from litforge.errors import ConfigError
+
+PARAMS_KEY = "hydra.sweeper.params"
+_ABSENT = object()
+
+
+@dataclass
+class SearchSpace:
+    """What Optuna samples (by parameter name) and what every trial gets as is."""
+
+    distributions: dict[str, BaseDistribution] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # name -> override key (`+name` adds)
+    fixed: list[str] = field(default_factory=list)
+
+    def overrides(self, params: Mapping[str, Any]) -> list[str]:
+        """The command-line overrides of one trial with these sampled values."""
+        sampled = [f"{self.keys[name]}={override_value(value)}" for name, value in params.items()]
+        return [*self.fixed, *sampled]
+
+    def grid(self) -> dict[str, list[Any]]:
+        """Every value of every parameter, for the grid sampler; continuous ones refused."""
+        grid: dict[str, list[Any]] = {}
+        for name, dist in self.distributions.items():
+            if isinstance(dist, CategoricalDistribution):
+                grid[name] = list(dist.choices)
+            elif isinstance(dist, IntDistribution) and not dist.log:
+                grid[name] = list(range(dist.low, dist.high + 1, dist.step))
+            else:
+                raise ConfigError(
+                    f"{PARAMS_KEY}.{name}: hydra.sweeper.sampler=grid needs a finite set of "
+                    "values: use choice(...) or range(...), not interval(...)"
+                )
+        return grid
+
+
+def parse(
+    params: Mapping[str, Any] | None, arguments: Iterable[str], config: DictConfig
+) -> SearchSpace:
+    """The search space of `params` (hydra.sweeper.params) plus the command-line arguments,
+    every parameter checked against the composed `config`."""
+    # (where a mistake is reported, the override line): config entries by their key
+    lines = [(f"{PARAMS_KEY}.{k}: {v!r}", f"{k}={v}") for k, v in (params or {}).items()]
+    lines += [(line, line) for line in arguments]
+    parser = OverridesParser.create()
+    space = SearchSpace()
+    for where, line in lines:
+        try:
+            (override,) = parser.parse_overrides([line])
+        except HydraException as err:
+            first = str(err).strip().splitlines()
+            raise ConfigError(f"{where}: cannot parse it ({' '.join(first[:2])})") from None
+        name = override.key_or_group
+        if not override.is_sweep_override():
+            space.fixed.append(line)
+            continue
+        if not override.is_add() and not override.is_force_add():
+            _check_known(name, where, config)
+        space.distributions[name] = distribution(override, where)
+        space.keys[name] = override.get_key_element()
+    if not space.distributions:
+        raise ConfigError(
+            f"{PARAMS_KEY} is empty: nothing to search. Add e.g. "
+            f"{PARAMS_KEY}.model.optimizer.lr='tag(log, interval(1e-4, 1e-1))' "
+            "or choose an hparams_search config"
+        )
+    return space
+
+
+def distribution(override: Override, where: str) -> BaseDistribution:
+    """The Optuna distribution of one sweep override."""
+    sweep = override.value()
+    try:
+        if isinstance(sweep, IntervalSweep):
+            log = "log" in sweep.tags
+            if isinstance(sweep.start, int) and isinstance(sweep.end, int):
+                return IntDistribution(sweep.start, sweep.end, log=log)
+            return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
+        if isinstance(sweep, RangeSweep):
+            values = list(override.sweep_iterator())
+            if not values:
+                raise ValueError("the range is empty")
+            if all(isinstance(v, int) for v in values) and len(values) > 1:
+                return IntDistribution(values[0], values[-1], step=values[1] - values[0])
+            return CategoricalDistribution(values)
+        if isinstance(sweep, ChoiceSweep):
+            values = list(override.sweep_iterator())
+            for value in values:
+                if not (value is None or isinstance(value, bool | int | float | str)):
+                    raise ValueError(f"choice values must be plain values, not {value!r}")
+            return CategoricalDistribution(values)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    raise ConfigError(
+        f"{where}: not a distribution: use interval(a, b), "
+        "tag(log, interval(a, b)), int(interval(a, b)), choice(...) or range(...)"
+    )
+
+
+def override_value(value: Any) -> str:
+    """A sampled value as Hydra's override grammar reads it back."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def _check_known(name: str, where: str, config: DictConfig) -> None:
+    if (
+        OmegaConf.select(config, name, default=_ABSENT, throw_on_resolution_failure=False)
+        is not _ABSENT
+    ):
+        return
+    parent, _, leaf = name.rpartition(".")
+    node = OmegaConf.select(config, parent, default=None) if parent else config
+    known = [str(k) for k in node] if isinstance(node, DictConfig) else []
+    close = difflib.get_close_matches(leaf, known, n=1)
+    hint = f"did you mean {(parent + '.' if parent else '') + close[0]}? " if close else ""
+    raise ConfigError(
+        f"{where}: {name} is not a key of the composed config; {hint}"
+        f"a new key is added with +{name}"
+    )

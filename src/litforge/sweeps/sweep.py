@@ -1,0 +1,204 @@
+"""The sweep loop of the Optuna sweeper (hydra_plugins.litforge_optuna): ask, launch, tell.
+
+`hydra.sweeper.n_trials` counts finished trials (complete, pruned, failed): rerunning the same
+command runs only the missing ones; several workers on one storage share them. Each trial is
+one job of Hydra's launcher, in the sweep directory's subdirectory named after the trial (a
+retried trial reuses the directory of the trial it continues, so it resumes from its
+checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.utils import JobReturn
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from optuna.trial import TrialState
+
+from litforge.cli import report_user_errors
+from litforge.errors import ConfigError, LitforgeError
+from litforge.sweeps import report, search_space
+from litforge.sweeps import study as studies
+from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
+
+log = logging.getLogger("litforge")
+PRUNING_CALLBACK = "callbacks.optuna_pruning"
+
+
+class Sweep:
+    """One worker's part of a study. `sweeper` is the Hydra plugin: its settings (the keys
+    of hydra.sweeper), the composed config, the launcher and its batch validation."""
+
+    def __init__(self, sweeper: Any) -> None:
+        self.settings = sweeper.settings
+        self.config = sweeper.config
+        self.launcher = sweeper.launcher
+        self.validate_batch_is_legal = sweeper.validate_batch_is_legal
+        self.stopped_by: tuple[int, LitforgeError] | None = None
+
+    def run(self, arguments: list[str]) -> list[JobReturn]:
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        with report_user_errors():
+            space = search_space.parse(self.settings.get("params"), arguments, self.config)
+            n_trials, n_jobs = self._positive("n_trials"), self._positive("n_jobs")
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            study = studies.open_study(self.settings, sweep_dir)
+            seed = self.settings.get("seed")
+            # A rerun continues with different draws than the first process made.
+            offset = len(study.get_trials(deepcopy=False))
+            study.sampler = studies.sampler_for(
+                self.settings, space.grid, None if seed is None else int(seed) + offset
+            )
+            if self.settings.get("sampler") == "grid":
+                n_trials = min(n_trials, math.prod(len(v) for v in space.grid().values()))
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        log.info("study %s in %s: %d trials", study.study_name, sweep_dir, n_trials)
+
+        returns: list[JobReturn] = []
+        leases = studies.Leases(study, float(self.settings.get("heartbeat_s", 30)))
+        stale_s = float(self.settings.get("stale_s", 300))
+        try:
+            while self.stopped_by is None:
+                studies.reap_stale(study, stale_s)
+                trials = study.get_trials(deepcopy=False)
+                done = sum(studies.counts(t) for t in trials)
+                running = sum(t.state == TrialState.RUNNING for t in trials)
+                if done >= n_trials:
+                    break
+                free = n_trials - done - running
+                if free <= 0:  # other workers hold the rest; wait for them (or their leases)
+                    time.sleep(min(5.0, stale_s / 4))
+                    continue
+                batch = self._ask(study, space, min(n_jobs, free), n_trials, leases)
+                if batch:
+                    returns += self._run(study, space, batch, sweep_dir, leases)
+        finally:
+            leases.close()
+        best = report.write(study, sweep_dir)
+        print(report.table(study), flush=True)
+        if best is not None:
+            print(f"best: trial {best.number} {self.config.optimized_metric}={best.value:.6g} "
+                  f"{best.params} -> {sweep_dir / 'best.yaml'}", flush=True)  # fmt: skip
+        if self.stopped_by is not None:
+            number, err = self.stopped_by
+            print(f"error: trial {number}: {err}", file=sys.stderr, flush=True)
+            sys.exit(err.exit_code)
+        return returns
+
+    def _positive(self, key: str) -> int:
+        value = self.settings.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"hydra.sweeper.{key}={value} must be an integer >= 1")
+        return value
+
+    def _ask(
+        self,
+        study: optuna.Study,
+        space: search_space.SearchSpace,
+        count: int,
+        n_trials: int,
+        leases: studies.Leases,
+    ) -> list[optuna.Trial]:
+        """Up to `count` trials (queued retries first). A fresh trial beyond n_trials (another
+        worker asked at the same moment) is set aside as surplus."""
+        batch = []
+        for _ in range(count):
+            trial = study.ask(space.distributions)
+            leases.take(trial._trial_id)
+            frozen = study._storage.get_trial(trial._trial_id)
+            if RETRY_OF not in frozen.system_attrs:
+                live = studies.live_lineages(study.get_trials(deepcopy=False))
+                if live.index(trial.number) >= n_trials:
+                    trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "surplus")
+                    study.tell(trial, state=TrialState.FAIL)
+                    leases.drop(trial._trial_id)
+                    break
+            batch.append(trial)
+        return batch
+
+    def _run(
+        self,
+        study: optuna.Study,
+        space: search_space.SearchSpace,
+        batch: Sequence[optuna.Trial],
+        sweep_dir: Path,
+        leases: studies.Leases,
+    ) -> list[JobReturn]:
+        jobs = []
+        for trial in batch:
+            frozen = study._storage.get_trial(trial._trial_id)
+            line = studies.lineage(frozen)
+            overrides = [*space.overrides(trial.params), f"hydra.sweep.subdir={line}"]
+            if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
+                overrides.append(f"{PRUNING_CALLBACK}.trial={trial.number}")
+            trial.set_user_attr(RUN_DIR, str((sweep_dir / str(line)).absolute()))
+            if line != trial.number:
+                log.info(
+                    "trial %d continues trial %d in %s", trial.number, line, sweep_dir / str(line)
+                )
+            jobs.append(overrides)
+        try:
+            try:
+                self.validate_batch_is_legal(jobs)
+            except HydraException as err:
+                raise ConfigError(f"trial overrides {jobs[0]}: {err}") from None
+            results = self.launcher.launch(jobs, initial_job_idx=batch[0].number)
+        except BaseException as err:
+            for trial in batch:  # Ctrl-C, a failed launch: these trials continue next time
+                studies.interrupt(study, study._storage.get_trial(trial._trial_id), repr(err))
+            raise
+        for trial, result in zip(batch, results, strict=True):
+            self._tell(study, trial, result)
+            leases.drop(trial._trial_id)
+        return list(results)
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
+        """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
+        metric = self.config.optimized_metric
+        try:
+            value = result.return_value
+        except ConfigError as err:  # the same for every trial: stop here
+            trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "config error")
+            trial.set_user_attr(ERROR, str(err))
+            study.tell(trial, state=TrialState.FAIL)
+            self.stopped_by = (trial.number, err)
+            return
+        except LitforgeError as err:  # preempted, store unreachable: continue it next time
+            studies.interrupt(study, study._storage.get_trial(trial._trial_id), str(err))
+            if type(self.launcher).__name__ == "BasicLauncher":  # in-process: this machine
+                self.stopped_by = (trial.number, err)
+            return
+        except Exception as err:  # noqa: BLE001 - the trial's own failure; the sweep goes on
+            trial.set_user_attr(ERROR, f"{type(err).__name__}: {err}"[:500])
+            study.tell(trial, state=TrialState.FAIL)
+            log.warning("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
+            return
+        run_dir = Path(str(result.hydra_cfg.hydra.runtime.output_dir)) if result.hydra_cfg else None
+        best_checkpoint = _best_checkpoint(run_dir)
+        if best_checkpoint:
+            trial.set_user_attr(BEST_CHECKPOINT, best_checkpoint)
+        stopped = str(study._storage.get_trial(trial._trial_id).system_attrs.get(STOPPED, ""))
+        if stopped.startswith("pruned"):
+            study.tell(trial, state=TrialState.PRUNED)
+        elif not isinstance(value, int | float) or not math.isfinite(value):
+            trial.set_user_attr(ERROR, f"{metric} is {value}")
+            study.tell(trial, state=TrialState.FAIL)
+            log.warning("trial %d failed: %s is %s", trial.number, metric, value)
+        else:
+            study.tell(trial, float(value))
+
+
+def _best_checkpoint(run_dir: Path | None) -> str | None:
+    try:
+        return json.loads((run_dir / "metrics.json").read_text()).get("best_checkpoint")
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None

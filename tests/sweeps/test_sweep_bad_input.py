@@ -1,0 +1,36 @@
+"""A sweep's mistakes: one line naming the key, before the first trial where it can be
+known then; a storage password never printed. Through the real entry point, in-process."""
+
+from __future__ import annotations
+
+import pytest
+
+from litforge import train as train_entry
+from tests.test_bad_input import run
+
+OPTUNA = ["-m", "hparams_search=digits_optuna", "debug=limit", "test=false"]
+CASES = [
+    ([*OPTUNA, "model.optimizer.lrr=interval(0.1, 1)"],
+     "model.optimizer.lrr is not a key of the composed config; did you mean model.optimizer.lr?"),
+    (["-m", "hydra/sweeper=optuna"], "hydra.sweeper.params is empty"),
+    ([*OPTUNA, "model.optimizer.lr=range(5, 1)"], "model.optimizer.lr=range(5, 1): the range is empty"),
+    ([*OPTUNA, "hydra.sweeper.sampler=bogus"], "hydra.sweeper.sampler=bogus is not one of: tpe"),
+    ([*OPTUNA, "hydra.sweeper.pruner=bogus"], "hydra.sweeper.pruner=bogus is not one of: median"),
+    ([*OPTUNA, "hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 must be an integer >= 1"),
+    ([*OPTUNA, "hydra.sweeper.storage=postgresql://me:s3cret@127.0.0.1:9/db"],
+     "hydra.sweeper.storage=postgresql://me:***@127.0.0.1:9/db: cannot open it"),
+    ([*OPTUNA, "hydra.sweeper.sampler=grid"], "sampler=grid needs a finite set of values"),
+    ([*OPTUNA, "optimized_metric=val/nope"],
+     "trial 0: optimized_metric=val/nope was not logged by the first validation; logged:"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=[c[1].split(":")[0][:40] for c in CASES])
+def test_one_line_per_mistake(tmp_path, capfd, args, message):
+    code, out, err = run(
+        train_entry.main, [*args, f"hydra.sweep.dir={tmp_path / 's'}"], tmp_path / "r", capfd
+    )
+    assert code == 2, out[-2000:] + err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0], err[-2000:]
+    assert "Traceback" not in err and "s3cret" not in out + err
