@@ -102,3 +102,15 @@ def test_scope_does_nothing_in_a_single_run(job, monkeypatch):
     with multirun.job_scope(cfg):
         assert sys.argv is argv
     assert os.environ["LOCAL_RANK"] == "1"
+
+
+def test_ddp_trials_in_a_launchers_worker_process_are_refused(job):
+    from litforge.build import build_trainer
+    from litforge.errors import ConfigError
+
+    cfg = job(*SWEEP_HYDRA, "hydra/launcher=joblib", "trainer.devices=2")
+    with pytest.raises(
+        ConfigError, match=r"trainer.devices=2 in a sweep whose launcher \(JoblibLauncher\)"
+    ):
+        build_trainer(cfg)
+    build_trainer(job(*SWEEP_HYDRA, "trainer.devices=2"))  # the basic launcher: this process

@@ -56,6 +56,8 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
     devices = trainer_kwargs.get("devices", "auto")
     on_gpu = _on_gpu(str(trainer_kwargs.get("accelerator", "auto")))
     per_node = check_device_count(devices, on_gpu, bool(settings.get("oversubscribe", False)))
+    if per_node > 1:
+        check_launcher_starts_ranks(devices)
     world = per_node * int(trainer_kwargs.get("num_nodes", 1))
     if world > 1 and _plain_ddp(trainer_kwargs.get("strategy", "auto")):
         trainer_kwargs["strategy"] = BoundedDDPStrategy(rendezvous_timeout_s=float(timeout))
@@ -78,6 +80,27 @@ def check_device_count(devices: Any, on_gpu: bool, oversubscribe: bool = False) 
             "(processes.oversubscribe=true starts them anyway)"
         )
     return request
+
+
+def check_launcher_starts_ranks(devices: Any) -> None:
+    """Lightning starts a run's other ranks by re-running the entry script (train.py). A
+    sweep job that a launcher runs in a worker process of its own (joblib, submitit_local)
+    has no entry script to re-run; on SLURM the ranks are SLURM's tasks instead."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or "SLURM_NTASKS" in os.environ:
+        return
+    hydra = HydraConfig.get()
+    launcher = str(hydra.launcher.get("_target_", ""))
+    if hydra.mode != RunMode.MULTIRUN or launcher.endswith(".BasicLauncher"):
+        return
+    raise ConfigError(
+        f"trainer.devices={devices} in a sweep whose launcher ({launcher.rsplit('.', 1)[-1]}) "
+        "runs each job in a worker process: Lightning cannot start the other ranks from "
+        "there. Use the basic launcher for DDP trials (one trial at a time), or "
+        "hydra/launcher=slurm with tasks_per_node equal to trainer.devices"
+    )
 
 
 def available_cores() -> int:
