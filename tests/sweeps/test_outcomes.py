@@ -1,0 +1,81 @@
+"""How the sweeper records each way a trial ends (litforge.sweeps.sweep.Sweep._tell), on a
+real journal study and Hydra's own JobReturn."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf
+from optuna.trial import TrialState
+
+from litforge.checkpointing.preemption import Preempted
+from litforge.errors import ConfigError
+from litforge.sweeps import study as studies
+from litforge.sweeps.study import ERROR, NOT_COUNTED, RETRY_OF, STOPPED
+from litforge.sweeps.sweep import Sweep
+
+SETTINGS = {"study_name": "s", "storage": None, "direction": "min", "pruner": "none"}
+
+
+class BasicLauncher:
+    """Named as Hydra's in-process launcher: how the sweep tells this machine's jobs apart."""
+
+
+@pytest.fixture
+def setup(tmp_path):
+    study = studies.open_study(SETTINGS, tmp_path)
+    sweeper = SimpleNamespace(
+        settings=SETTINGS, config=OmegaConf.create({"optimized_metric": "val/loss"}),
+        launcher=BasicLauncher(), validate_batch_is_legal=lambda batch: None,
+    )  # fmt: skip
+    return Sweep(sweeper), study
+
+
+def ended(study, outcome) -> JobReturn:
+    trial = study.ask()
+    result = JobReturn()
+    if isinstance(outcome, BaseException):
+        result.status, result._return_value = JobStatus.FAILED, outcome
+    else:
+        result.status, result.return_value = JobStatus.COMPLETED, outcome
+    return trial, result
+
+
+def test_a_value_completes_a_nan_fails_and_the_sweep_goes_on(setup):
+    sweep, study = setup
+    for outcome in (0.5, float("nan"), None, RuntimeError("CUDA error")):
+        sweep._tell(study, *ended(study, outcome))
+    states = [t.state for t in study.trials]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL, TrialState.FAIL]
+    assert [t.user_attrs.get(ERROR) for t in study.trials[1:]] == [
+        "val/loss is nan", "val/loss is None", "RuntimeError: CUDA error"
+    ]  # fmt: skip
+    assert all(studies.counts(t) for t in study.trials) and sweep.stopped_by is None
+
+
+def test_a_pruned_run_is_recorded_as_pruned(setup):
+    sweep, study = setup
+    trial, result = ended(study, 2.0)
+    trial.report(2.0, 3)
+    study._storage.set_trial_system_attr(trial._trial_id, STOPPED, "pruned at step 3")
+    sweep._tell(study, trial, result)
+    assert study.trials[0].state == TrialState.PRUNED and study.trials[0].value == 2.0
+
+
+def test_a_config_error_stops_the_sweep_and_does_not_count(setup):
+    sweep, study = setup
+    sweep._tell(study, *ended(study, ConfigError("data.batch_size=0 ...")))
+    (trial,) = study.trials
+    assert trial.state == TrialState.FAIL and trial.system_attrs[NOT_COUNTED] == "config error"
+    assert sweep.stopped_by[0] == 0 and not studies.counts(trial)
+
+
+def test_a_preempted_trial_is_queued_to_continue_and_the_sweep_stops(setup):
+    sweep, study = setup
+    sweep._tell(study, *ended(study, Preempted(15, step=3, store="file://x")))
+    interrupted, retry = study.trials
+    assert interrupted.system_attrs[NOT_COUNTED].startswith("interrupted")
+    assert retry.state == TrialState.WAITING and retry.system_attrs[RETRY_OF] == 0
+    assert sweep.stopped_by is not None
