@@ -21,6 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, read_write
 
 from litforge.processes import LAUNCHER_PID, end_process_group
+from litforge.tracking import finish_active_runs
 
 # What Lightning's launcher sets in the process that launches the ranks (and our launcher pid).
 RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", LAUNCHER_PID)
@@ -71,9 +72,13 @@ def job_scope(cfg: DictConfig) -> Iterator[None]:
     # HydraConfig is this job's own copy (Hydra sets a new one per job): no need to undo.
     with read_write(hydra_cfg.run):
         hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
+    failed = True
     try:
         yield
+        failed = False
     finally:
+        # A tracked run left open would take the next job's metrics (wandb.run is global).
+        finish_active_runs(failed)
         # Always, after a failure too: the next job would otherwise reuse this group, whose
         # other rank belongs to this job. Destroying a gloo group does not wait for peers.
         end_process_group()

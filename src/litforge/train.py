@@ -8,7 +8,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from litforge import build, checkpointing, console, run_record
+from litforge import build, checkpointing, console, run_record, tracking
 from litforge.checks import check_config
 from litforge.cli import entry_point
 
@@ -25,6 +25,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)
     effective_batch = build.effective_batch_size(cfg, trainer)
+    tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True)
     metrics = run_record.floats(trainer.callback_metrics)
@@ -48,6 +49,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         global_step=trainer.global_step,
         epoch=trainer.current_epoch,
     )
+    tracking.log_end(trainer, metrics)
     run_record.write_metrics(run_dir, metrics)
     return metrics
 

@@ -37,6 +37,7 @@ class Checkpointing:
     def __init__(self, resume_from: Path | None = None) -> None:
         self.resume_from = resume_from  # what trainer.fit(ckpt_path=...) starts from
         self.callbacks: list[L.Callback] = []
+        self.location: str | None = None  # where this run's checkpoints go (credentials cut)
 
     def finish(self, trainer: L.Trainer) -> Best:
         """After fit: the best checkpoint to test (none here: the weights in memory)."""
@@ -55,6 +56,7 @@ class StoreCheckpointing(Checkpointing):
     ) -> None:
         super().__init__(resume_from)
         self.store = store
+        self.location = str(store)
         self.saver = saver
         self.locks = locks or []
         self.preemption = Preemption(saver)

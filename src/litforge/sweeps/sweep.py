@@ -140,6 +140,8 @@ class Sweep:
             overrides = [*space.overrides(trial.params), f"hydra.sweep.subdir={line}"]
             if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
                 overrides.append(f"{PRUNING_CALLBACK}.trial={trial.number}")
+            if OmegaConf.select(self.config, "logger.wandb") is not None:  # runs by study
+                overrides.append(f"logger.wandb.group={study.study_name}")
             trial.set_user_attr(RUN_DIR, str((sweep_dir / str(line)).absolute()))
             if line != trial.number:
                 log.info(

@@ -1,0 +1,107 @@
+"""Weights & Biases that never asks: online with a key, offline without, files in the run dir.
+
+`mode=auto` runs online when an API key is there (WANDB_API_KEY, or a `wandb login` entry
+in ~/.netrc) and offline otherwise, saying where the run is and how to upload it. A
+forced `mode=online` without a key is refused before training, since wandb would prompt
+for one. Everything wandb writes (run files, its cache, config and debug logs) goes under
+`save_dir`, not the home directory. The run id is kept in `save_dir/wandb-run-id`, so a
+resumed run (same run_name, a retried sweep trial) continues the same W&B run.
+"""
+
+from __future__ import annotations
+
+import logging
+import netrc
+import os
+import re
+import uuid
+from pathlib import Path
+
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.loggers import WandbLogger
+
+from litforge.errors import ConfigError
+
+log = logging.getLogger("litforge")
+MODES = ("auto", "online", "offline", "disabled")
+ID_FILE = "wandb-run-id"
+# W&B refuses these in project names.
+_BAD_PROJECT = re.compile(r"[/\\#?%:]")
+
+
+def has_api_key() -> bool:
+    """An API key in the environment, or a `wandb login` entry in the netrc file."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        hosts = netrc.netrc(str(path)).hosts
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return any(host.startswith("api.wandb.ai") for host in hosts)
+
+
+def wandb_logger(
+    save_dir: str,
+    project: str = "litforge",
+    mode: str = "auto",
+    name: str | None = None,
+    group: str | None = None,
+    tags: list[str] | None = None,
+    entity: str | None = None,
+    log_model: bool | str = False,
+) -> WandbLogger:
+    """Lightning's WandbLogger, configured as this module's docstring says."""
+    if mode not in MODES:
+        raise ConfigError(f"logger.wandb.mode={mode} is not one of: {', '.join(MODES)}")
+    if not project or _BAD_PROJECT.search(project) or len(project) > 128:
+        raise ConfigError(
+            f"logger.wandb.project={project!r}: W&B refuses empty names, names over 128 "
+            "characters and the characters / \\ # ? % :"
+        )
+    online = has_api_key()
+    if mode == "online" and not online:
+        raise ConfigError(
+            "logger.wandb.mode=online needs an API key: export WANDB_API_KEY=... or run "
+            "`wandb login` once (or use logger.wandb.mode=auto to log offline without one)"
+        )
+    effective = ("online" if online else "offline") if mode == "auto" else mode
+    run_dir = Path(save_dir)
+    for var, sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
+                     ("WANDB_DATA_DIR", "data")):  # fmt: skip
+        os.environ[var] = str(run_dir / "wandb" / sub)
+    if effective == "offline" and rank_zero_only.rank == 0:
+        log.info(
+            "wandb: logging offline to %s (no API key); upload later with: wandb sync %s",
+            run_dir / "wandb", run_dir / "wandb" / "offline-run-*",
+        )  # fmt: skip
+    import wandb
+
+    logger = WandbLogger(
+        save_dir=str(run_dir),
+        project=project,
+        name=name,
+        group=group,
+        tags=list(tags or []),
+        entity=entity,
+        log_model=log_model,
+        id=_run_id(run_dir),
+        resume="allow",
+        mode=effective,
+        settings=wandb.Settings(silent=True, console="off"),
+    )
+    # Lightning 2.6.6 always passes anonymous=None, which wandb 0.31 warns about on each run.
+    logger._wandb_init.pop("anonymous", None)
+    return logger
+
+
+def _run_id(run_dir: Path) -> str:
+    """The id kept in run_dir (a resumed run), else a new one, kept there by rank 0."""
+    path = run_dir / ID_FILE
+    if path.is_file():
+        return path.read_text().strip()
+    run_id = uuid.uuid4().hex[:12]
+    if rank_zero_only.rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(run_id + "\n")
+    return run_id

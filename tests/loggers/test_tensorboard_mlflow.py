@@ -1,0 +1,41 @@
+"""TensorBoard and MLflow (its SQLite store), for real, in the run directory."""
+
+from __future__ import annotations
+
+import pytest
+
+from litforge.errors import ConfigError
+from litforge.loggers.mlflow_logger import ID_FILE, mlflow_logger
+from litforge.train import train
+
+
+def test_tensorboard_writes_events_in_the_run_directory(make_cfg, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(make_cfg("logger=tensorboard", "debug=limit"))
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("val/loss")] == [2, 5]  # Lightning logs step - 1
+    assert "final/text_summary" in events.Tags()["tensors"]
+
+
+def test_mlflow_records_config_facts_and_final_values_and_resumes_its_run(make_cfg, tmp_path):
+    import mlflow
+
+    metrics = train(make_cfg("logger=mlflow", "debug=limit"))
+    run_dir = tmp_path / "run"
+    run_id = (run_dir / ID_FILE).read_text().strip()
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{run_dir}/mlflow.db")
+    run = client.get_run(run_id)
+    assert run.data.params["config/model/optimizer/lr"] == "0.003"
+    assert run.data.params["run/effective_batch_size"] == "64"
+    assert run.data.tags["best_checkpoint"] == metrics["best_checkpoint"]
+    assert [m.step for m in client.get_metric_history(run_id, "val/loss")] == [2, 5]
+    train(make_cfg("logger=mlflow", "debug=limit", "trainer.max_epochs=3"))  # resumes
+    assert (run_dir / ID_FILE).read_text().strip() == run_id
+    assert [m.step for m in client.get_metric_history(run_id, "val/loss")] == [2, 5, 8]
+
+
+def test_an_unreachable_tracking_server_is_named_before_training(tmp_path):
+    with pytest.raises(ConfigError, match=r"tracking_uri=http://127.0.0.1:9: the tracking server"):
+        mlflow_logger(save_dir=str(tmp_path), tracking_uri="http://127.0.0.1:9", timeout_s=2)

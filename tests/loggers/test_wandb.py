@@ -1,0 +1,130 @@
+"""W&B offline, for real: no key means offline and no prompt, files stay in the run
+directory, keys never land anywhere, a resumed run continues the same W&B run."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import wandb
+
+from litforge.errors import ConfigError
+from litforge.loggers.wandb_logger import ID_FILE, wandb_logger
+from litforge.train import train
+from tests.helpers import ROOT
+
+PLANTED = "wandb-key-planted-0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def no_key(tmp_path, monkeypatch) -> Path:
+    """No API key anywhere: a fresh HOME (no ~/.netrc) and none in the environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    return home
+
+
+@pytest.fixture
+def seen(monkeypatch) -> dict:
+    """What the real W&B run holds (config, summary, exit code) when it is finished."""
+    record: dict = {}
+    real_finish = wandb.finish
+
+    def finish(exit_code=None, **kw):
+        if wandb.run is not None:
+            record.update(config=dict(wandb.run.config), summary=dict(wandb.run.summary),
+                          id=wandb.run.id, exit_code=exit_code, offline=wandb.run.offline)  # fmt: skip
+        return real_finish(exit_code=exit_code, **kw)
+
+    monkeypatch.setattr(wandb, "finish", finish)
+    return record
+
+
+def test_without_a_key_it_runs_offline_in_the_run_directory(make_cfg, no_key, seen, tmp_path):
+    metrics = train(make_cfg("logger=wandb", "debug=limit"))
+    run_dir = tmp_path / "run"
+    (offline,) = (run_dir / "wandb").glob("offline-run-*")
+    run_id = (run_dir / ID_FILE).read_text().strip()
+    assert offline.name.endswith(run_id) and seen["id"] == run_id and seen["offline"]
+    assert not any("wandb" in str(p) for p in no_key.rglob("*"))  # nothing in the home dir
+    run, config = seen["config"]["run"], seen["config"]["config"]
+    assert run["effective_batch_size"] == 64 and run["precision_effective"] == "32-true"
+    assert run["params_total"] > 0 and run["run_dir"] == str(run_dir) and "git_commit" in run
+    assert run["checkpoint_location"].endswith("checkpoints")
+    assert config["model"]["optimizer"]["lr"] == 3e-3
+    assert seen["summary"]["best_checkpoint"] == metrics["best_checkpoint"]
+    assert seen["summary"]["test/acc"] == pytest.approx(metrics["test/acc"])
+    assert seen["summary"]["trainer/global_step"] == 6 and seen["exit_code"] == 0
+
+
+def test_a_rerun_continues_the_same_wandb_run(make_cfg, no_key, seen, tmp_path):
+    cfg = make_cfg("logger=wandb", "debug=limit", "test=false")
+    train(cfg)
+    first = seen["id"]
+    train(make_cfg("logger=wandb", "debug=limit", "test=false", "trainer.max_epochs=3"))
+    assert seen["id"] == first
+    assert len(list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{first}"))) == 2
+
+
+def test_a_key_in_the_environment_never_lands_in_a_file(make_cfg, no_key, monkeypatch, tmp_path):
+    monkeypatch.setenv("WANDB_API_KEY", PLANTED)
+    train(make_cfg("logger=wandb", "logger.wandb.mode=offline", "debug=limit"))
+    leaked = [
+        p
+        for p in (tmp_path / "run").rglob("*")
+        if p.is_file() and PLANTED.encode() in p.read_bytes()
+    ]
+    assert leaked == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "online"}, "logger.wandb.mode=online needs an API key"),
+        (
+            {"mode": "bogus"},
+            "logger.wandb.mode=bogus is not one of: auto, online, offline, disabled",
+        ),
+        ({"project": "a/b"}, "logger.wandb.project='a/b': W&B refuses"),
+    ],
+)
+def test_mistakes_name_the_key(no_key, tmp_path, kwargs, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        wandb_logger(save_dir=str(tmp_path), **kwargs)
+
+
+def test_no_prompt_in_a_terminal_without_a_key(no_key, tmp_path):
+    """A pseudo-terminal, as a person at a shell: wandb would prompt for a key there."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "CI")}
+    env.update(HOME=str(no_key), NETRC=str(no_key / ".netrc"))
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "train.py", "logger=wandb", "debug=limit", "test=false",
+         f"hydra.run.dir={tmp_path / 'tty'}"],
+        cwd=ROOT, env=env, stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    output, deadline = b"", time.monotonic() + 300
+    while time.monotonic() < deadline:  # a prompt would wait forever: the deadline fails it
+        if not select.select([leader], [], [], 1.0)[0]:
+            continue
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    process.kill()
+    assert process.wait(timeout=30) == 0, output[-2000:]
+    assert b"wandb: logging offline" in output and b"API key" in output
+    assert b"Enter your choice" not in output and b"Paste an API key" not in output
