@@ -24,11 +24,16 @@ def test_default_experiment_reaches_97_percent(tmp_path):
 def test_ddp_on_cpu_writes_one_run_directory_and_logs_once(tmp_path, devices, precision):
     # The users' own command, shortened by debug=limit; Lightning re-executes sys.argv for
     # each extra rank, which is why this can only run in a subprocess.
+    # logger=many: CSV, TensorBoard and W&B (offline: no key in this environment).
     result = run_entry(
         "train.py", f"precision={precision}", f"trainer.devices={devices}", "debug=limit",
-        "processes.oversubscribe=true", run_dir=tmp_path / "run",
+        "processes.oversubscribe=true", "logger=many", run_dir=tmp_path / "run",
+        env={"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc")},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    # One tracked run: rank 0's; one TensorBoard event file for fit (+ one for test).
+    assert len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 1
+    assert len(list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))) <= 2
     assert result.stdout.count("finished:") == 1
     assert result.stdout.count("effective batch size") == 1
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

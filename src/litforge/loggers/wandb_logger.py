@@ -96,7 +96,10 @@ def wandb_logger(
 
 
 def _run_id(run_dir: Path) -> str:
-    """The id kept in run_dir (a resumed run), else a new one, kept there by rank 0."""
+    """The agent's id in a W&B sweep; the id kept in run_dir (a resumed run); else a new
+    one, kept there by rank 0."""
+    if os.environ.get("WANDB_RUN_ID"):  # set by `wandb agent` (conf/wandb_sweep.yaml)
+        return os.environ["WANDB_RUN_ID"]
     path = run_dir / ID_FILE
     if path.is_file():
         return path.read_text().strip()
