@@ -1,7 +1,7 @@
 """`make bench`: run the CPU benchmarks, write results/latest.json and results/latest.md.
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
-python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint sweep
+python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint sweep loggers
 python -m benchmarks.run --update-readme     # also paste the table into README.md
 """
 
@@ -26,7 +26,15 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
-    from benchmarks import checkpoint_stall, memory, overhead, quality, startup, sweep_overhead
+    from benchmarks import (
+        checkpoint_stall,
+        logger_overhead,
+        memory,
+        overhead,
+        quality,
+        startup,
+        sweep_overhead,
+    )
 
     return {
         "overhead": lambda: {
@@ -41,6 +49,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "startup": lambda: startup.measure(repeats),
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
+        "loggers": lambda: logger_overhead.measure(repeats),
     }
 
 
