@@ -14,7 +14,9 @@ def test_training_curves_notebook(make_cfg, tmp_path, monkeypatch):
     train(make_cfg("debug=limit", "trainer.max_epochs=3"))
     sweep = tmp_path / "sweep"  # two runs side by side, as a sweep directory holds them
     for job, lr in (("0", "1e-3"), ("1", "1e-2")):
-        train(make_cfg("debug=limit", f"model.optimizer.lr={lr}", "test=false", run_dir=sweep / job))
+        train(
+            make_cfg("debug=limit", f"model.optimizer.lr={lr}", "test=false", run_dir=sweep / job)
+        )
     monkeypatch.setenv("LITFORGE_RUN_DIR", str(run_dir))
     monkeypatch.setenv("LITFORGE_SWEEP_DIR", str(sweep))
     monkeypatch.setenv("MPLBACKEND", "Agg")

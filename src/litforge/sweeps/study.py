@@ -69,13 +69,16 @@ def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> Base
             raise ConfigError(
                 f"hydra.sweeper.storage={path}: cannot open the journal ({err})"
             ) from None
+    from sqlalchemy.exc import SQLAlchemyError
+
     for attempt in range(attempts):
         try:
             return RDBStorage(str(storage))
         except Exception as err:  # noqa: BLE001 - reported below, the URL's password hidden
             # Two workers creating the tables of a fresh database at once: one of them fails
-            # ("table studies already exists"); the tables exist by the next attempt.
-            if "already exists" in str(err) and attempt + 1 < attempts:
+            # ("table studies already exists", or "UNIQUE constraint failed:
+            # alembic_version.version_num"); the tables exist by the next attempt.
+            if isinstance(err, SQLAlchemyError) and attempt + 1 < attempts:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise ConfigError(
