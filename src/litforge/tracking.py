@@ -4,13 +4,60 @@ checkpoint's URL. Works with whichever loggers exist, and with none."""
 
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import build, run_record
+
+log = logging.getLogger("litforge")
+# Where W&B and MLflow loggers keep their run ids (conf/logger): a resumed run continues them.
+ID_FILES = ("wandb-run-id", "mlflow-run-id")
+
+
+def carry_ids(checkpoints: Any, run_dir: Path) -> None:
+    """Before the loggers start. A fresh start (nothing to resume) starts new tracked runs;
+    a resumed run on a machine without its old run directory (a lost spot instance, a
+    remote checkpoint.dir) gets the ids kept beside its checkpoints back."""
+    if rank_zero_only.rank != 0:
+        return
+    store = getattr(checkpoints, "store", None)
+    for name in ID_FILES:
+        local = run_dir / name
+        if checkpoints.resume_from is None:
+            local.unlink(missing_ok=True)
+        elif store is not None and not local.exists():
+            try:
+                data = store.fs.cat_file(store.path(name))
+            except FileNotFoundError:
+                continue
+            except Exception as err:  # noqa: BLE001 - a new tracked run, not a failed start
+                log.warning("could not read %s beside the checkpoints: %s", name, err)
+                continue
+            run_dir.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(data)
+
+
+def keep_ids(checkpoints: Any, run_dir: Path) -> None:
+    """After the loggers started: their ids beside the checkpoints too (the store's set-aside
+    of an old lineage moves them along with its checkpoints)."""
+    store = getattr(checkpoints, "store", None)
+    if rank_zero_only.rank != 0 or store is None:
+        return
+    if store.is_local and Path(store.root).resolve().is_relative_to(run_dir.resolve()):
+        return  # the checkpoints live in the run directory: the ids are already there
+    for name in ID_FILES:
+        local = run_dir / name
+        if local.is_file():
+            try:
+                store.fs.pipe_file(store.path(name), local.read_bytes())
+            except Exception as err:  # noqa: BLE001 - training goes on; the run dir has them
+                log.warning("could not keep %s beside the checkpoints: %s", name, err)
 
 
 def log_start(

@@ -20,8 +20,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
-    trainer = build.build_trainer(cfg, checkpoints.callbacks)
     run_dir = Path(cfg.run_dir)
+    tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
+    trainer = build.build_trainer(cfg, checkpoints.callbacks)
+    tracking.keep_ids(checkpoints, run_dir)
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)
     effective_batch = build.effective_batch_size(cfg, trainer)

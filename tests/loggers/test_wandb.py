@@ -128,3 +128,15 @@ def test_no_prompt_in_a_terminal_without_a_key(no_key, tmp_path):
     assert process.wait(timeout=30) == 0, output[-2000:]
     assert b"wandb: logging offline" in output and b"API key" in output
     assert b"Enter your choice" not in output and b"Paste an API key" not in output
+
+
+def test_a_run_resumed_on_another_machine_continues_its_wandb_run(make_cfg, no_key, seen, tmp_path):
+    """The run directory is gone (a lost spot instance); the checkpoints and the id are in
+    the store, beside each other."""
+    common = ["logger=wandb", "debug=limit", "test=false", "run_name=spot",
+              f"checkpoint.dir={tmp_path / 'store'}"]  # fmt: skip
+    train(make_cfg(*common, run_dir=tmp_path / "first-machine"))
+    first = seen["id"]
+    assert (tmp_path / "store" / "spot" / ID_FILE).read_text().strip() == first
+    train(make_cfg(*common, "trainer.max_epochs=3", run_dir=tmp_path / "second-machine"))
+    assert seen["id"] == first
