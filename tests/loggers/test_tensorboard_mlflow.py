@@ -39,3 +39,15 @@ def test_mlflow_records_config_facts_and_final_values_and_resumes_its_run(make_c
 def test_an_unreachable_tracking_server_is_named_before_training(tmp_path):
     with pytest.raises(ConfigError, match=r"tracking_uri=http://127.0.0.1:9: the tracking server"):
         mlflow_logger(save_dir=str(tmp_path), tracking_uri="http://127.0.0.1:9", timeout_s=2)
+
+
+def test_sweep_trials_are_nested_under_one_parent_run(tmp_path):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    trials = [mlflow_logger(save_dir=str(tmp_path / str(i)), tracking_uri=uri, parent_run="study")
+              for i in range(2)]  # fmt: skip
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parents = {client.get_run(t.run_id).data.tags["mlflow.parentRunId"] for t in trials}
+    (parent,) = parents
+    assert client.get_run(parent).data.tags["litforge.parent"] == "study"

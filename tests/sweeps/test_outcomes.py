@@ -79,3 +79,23 @@ def test_a_preempted_trial_is_queued_to_continue_and_the_sweep_stops(setup):
     assert interrupted.system_attrs[NOT_COUNTED].startswith("interrupted")
     assert retry.state == TrialState.WAITING and retry.system_attrs[RETRY_OF] == 0
     assert sweep.stopped_by is not None
+
+
+def test_trials_are_tied_to_their_study_in_every_tracker(make_cfg, tmp_path):
+    def overrides(*args: str) -> list[str]:
+        config = make_cfg("hparams_search=digits_optuna", *args)
+        sweeper = SimpleNamespace(
+            settings=SETTINGS, config=config, launcher=None, validate_batch_is_legal=None
+        )
+        return Sweep(sweeper).trial_overrides(7, "digits_optuna", tmp_path)
+
+    assert overrides("logger=many") == [
+        "callbacks.optuna_pruning.trial=7", "logger.wandb.group=digits_optuna"
+    ]  # fmt: skip
+    assert overrides("logger=mlflow")[1:] == [
+        "logger.mlflow.parent_run=digits_optuna",
+        f"logger.mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",  # one store for the study
+    ]
+    assert overrides("logger=mlflow", "logger.mlflow.tracking_uri=http://tracking:5000")[1:] == [
+        "logger.mlflow.parent_run=digits_optuna"
+    ]

@@ -27,6 +27,7 @@ def mlflow_logger(
     run_name: str | None = None,
     tags: dict[str, Any] | None = None,
     timeout_s: float = 10.0,
+    parent_run: str | None = None,
 ) -> Any:
     """Lightning's MLFlowLogger, after checking that mlflow is installed and the tracking
     URI answers."""
@@ -40,17 +41,40 @@ def mlflow_logger(
     _check_reachable(tracking_uri, timeout_s)
     run_id_file = Path(save_dir) / ID_FILE
     run_id = run_id_file.read_text().strip() if run_id_file.is_file() else None
+    tags = dict(tags or {})
+    if parent_run and rank_zero_only.rank == 0:
+        tags["mlflow.parentRunId"] = _parent_run_id(tracking_uri, experiment_name, parent_run)
     logger = _resumable()(
         experiment_name=experiment_name,
         run_name=run_name,
         tracking_uri=tracking_uri,
-        tags=dict(tags or {}),
+        tags=tags,
         run_id=run_id,
     )
     if rank_zero_only.rank == 0 and run_id is None:
         run_id_file.parent.mkdir(parents=True, exist_ok=True)
         run_id_file.write_text(logger.run_id + "\n")
     return logger
+
+
+def _parent_run_id(tracking_uri: str, experiment_name: str, name: str) -> str:
+    """The run that holds a sweep's trials as nested runs (tag `litforge.parent=<name>`),
+    created by the first trial that needs it."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    experiment_id = (
+        experiment.experiment_id if experiment else client.create_experiment(experiment_name)
+    )
+    found = client.search_runs(
+        [experiment_id], filter_string=f"tags.`litforge.parent` = '{name}'", max_results=1
+    )
+    if found:
+        return found[0].info.run_id
+    parent = client.create_run(experiment_id, run_name=name, tags={"litforge.parent": name})
+    client.set_terminated(parent.info.run_id)
+    return parent.info.run_id
 
 
 def _resumable() -> type:

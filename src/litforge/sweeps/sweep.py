@@ -32,6 +32,7 @@ from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF,
 
 log = logging.getLogger("litforge")
 PRUNING_CALLBACK = "callbacks.optuna_pruning"
+MLFLOW_DEFAULT_URI = "sqlite:///${run_dir}/mlflow.db"  # conf/logger/mlflow.yaml
 
 
 class Sweep:
@@ -138,10 +139,7 @@ class Sweep:
             frozen = study._storage.get_trial(trial._trial_id)
             line = studies.lineage(frozen)
             overrides = [*space.overrides(trial.params), f"hydra.sweep.subdir={line}"]
-            if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
-                overrides.append(f"{PRUNING_CALLBACK}.trial={trial.number}")
-            if OmegaConf.select(self.config, "logger.wandb") is not None:  # runs by study
-                overrides.append(f"logger.wandb.group={study.study_name}")
+            overrides += self.trial_overrides(trial.number, study.study_name, sweep_dir)
             trial.set_user_attr(RUN_DIR, str((sweep_dir / str(line)).absolute()))
             if line != trial.number:
                 log.info(
@@ -162,6 +160,24 @@ class Sweep:
             self._tell(study, trial, result)
             leases.drop(trial._trial_id)
         return list(results)
+
+    def trial_overrides(self, number: int, study_name: str, sweep_dir: Path) -> list[str]:
+        """What ties a trial's run to the study: the pruning callback's trial number, and
+        the trackers' grouping (W&B group; MLflow nested runs in one sweep-wide store)."""
+        overrides = []
+        if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
+            overrides.append(f"{PRUNING_CALLBACK}.trial={number}")
+        if OmegaConf.select(self.config, "logger.wandb") is not None:
+            overrides.append(f"logger.wandb.group={study_name}")
+        mlflow = OmegaConf.select(self.config, "logger.mlflow")
+        if mlflow is not None:
+            overrides.append(f"logger.mlflow.parent_run={study_name}")
+            uri = OmegaConf.to_container(mlflow, resolve=False).get("tracking_uri")
+            if uri == MLFLOW_DEFAULT_URI:  # per-run stores would split the study: one for all
+                overrides.append(
+                    f"logger.mlflow.tracking_uri=sqlite:///{sweep_dir.absolute()}/mlflow.db"
+                )
+        return overrides
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
