@@ -95,6 +95,9 @@ def log_end(trainer: L.Trainer, metrics: dict[str, Any]) -> None:
         kinds = {cls.__name__ for cls in type(logger).__mro__}  # no import of absent extras
         if "WandbLogger" in kinds:
             logger.experiment.summary.update(final)
+            best = final.get("best_checkpoint")
+            if best and getattr(logger, "litforge_checkpoint_reference", False):
+                _reference_artifact(logger.experiment, str(best))
         elif "MLFlowLogger" in kinds:
             for key, value in final.items():
                 logger.experiment.set_tag(logger.run_id, key, str(value))
@@ -103,6 +106,17 @@ def log_end(trainer: L.Trainer, metrics: dict[str, Any]) -> None:
             logger.experiment.add_text("final", text, trainer.global_step)
             logger.experiment.flush()
     finish_active_runs(failed=False)  # the next run in this process starts its own
+
+
+def _reference_artifact(run: Any, url: str) -> None:
+    """The best checkpoint as a W&B model artifact that points at checkpoint.dir (a URI,
+    no checksum: the bytes are neither read nor uploaded a second time)."""
+    import wandb
+
+    uri = url if "://" in url else Path(url).absolute().as_uri()
+    artifact = wandb.Artifact(f"model-{run.id}", type="model")
+    artifact.add_reference(uri, name=Path(url).name, checksum=False)
+    run.log_artifact(artifact, aliases=["best"])
 
 
 def finish_active_runs(failed: bool) -> None:

@@ -140,3 +140,21 @@ def test_a_run_resumed_on_another_machine_continues_its_wandb_run(make_cfg, no_k
     assert (tmp_path / "store" / "spot" / ID_FILE).read_text().strip() == first
     train(make_cfg(*common, "trainer.max_epochs=3", run_dir=tmp_path / "second-machine"))
     assert seen["id"] == first
+
+
+def test_the_best_checkpoint_can_be_a_reference_artifact(make_cfg, no_key, monkeypatch):
+    logged = []
+    real = wandb.sdk.wandb_run.Run.log_artifact
+
+    def log_artifact(run, artifact, *args, **kwargs):
+        logged.append(
+            (artifact.type, [(e.path, e.ref) for e in artifact.manifest.entries.values()])
+        )
+        return real(run, artifact, *args, **kwargs)
+
+    monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log_artifact", log_artifact)
+    metrics = train(
+        make_cfg("logger=wandb", "logger.wandb.checkpoint_reference=true", "debug=limit")
+    )
+    best = Path(metrics["best_checkpoint"])
+    assert logged == [("model", [(best.name, best.as_uri())])]

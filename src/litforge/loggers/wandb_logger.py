@@ -50,6 +50,7 @@ def wandb_logger(
     tags: list[str] | None = None,
     entity: str | None = None,
     log_model: bool | str = False,
+    checkpoint_reference: bool = False,
 ) -> WandbLogger:
     """Lightning's WandbLogger, configured as this module's docstring says."""
     if mode not in MODES:
@@ -92,6 +93,7 @@ def wandb_logger(
     )
     # Lightning 2.6.6 always passes anonymous=None, which wandb 0.31 warns about on each run.
     logger._wandb_init.pop("anonymous", None)
+    logger.litforge_checkpoint_reference = checkpoint_reference  # read by tracking.log_end
     return logger
 
 
