@@ -158,3 +158,28 @@ def test_the_best_checkpoint_can_be_a_reference_artifact(make_cfg, no_key, monke
     )
     best = Path(metrics["best_checkpoint"])
     assert logged == [("model", [(best.name, best.as_uri())])]
+
+
+def test_the_resumed_history_starts_after_the_checkpoints_step(make_cfg, no_key, monkeypatch):
+    steps: list[list[int]] = []
+    real = wandb.sdk.wandb_run.Run.log
+
+    def log(run, data, *args, **kwargs):
+        if "trainer/global_step" in data:
+            steps[-1].append(int(data["trainer/global_step"]))
+        return real(run, data, *args, **kwargs)
+
+    monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", log)
+    for epochs in (2, 3):  # the second run resumes from the first one's step-6 checkpoint
+        steps.append([])
+        train(make_cfg("logger=wandb", "debug=limit", "test=false", f"trainer.max_epochs={epochs}"))
+    # Lightning logs step N as N-1: 0..5 before the step-6 checkpoint, 6..8 after it.
+    assert max(steps[0]) == 5 and min(steps[1]) == 6 and max(steps[1]) == 8
+
+
+def test_mlflow_without_its_extra_is_one_line_with_the_pip_command(monkeypatch, tmp_path):
+    from litforge.loggers.mlflow_logger import mlflow_logger
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the extra were not installed
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[mlflow\]"'):
+        mlflow_logger(save_dir=str(tmp_path), tracking_uri=f"sqlite:///{tmp_path}/m.db")
