@@ -28,6 +28,7 @@ def test_every_rank_of_a_ddp_trial_trains_with_the_sampled_values(tmp_path):
         assert row["state"] == "COMPLETE"
 
 
+@pytest.mark.slow  # a fresh process per trial: ~25 s; the in-process launcher is the fast tier's
 def test_trials_run_through_submitit_local(tmp_path):
     sweep_dir = tmp_path / "sweep"
     code, out = finish(sweep(sweep_dir, "hydra/launcher=submitit_local", n_trials=1))
