@@ -59,6 +59,7 @@ def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
         silence_known_upstream_warnings()
         with report_user_errors():
             check_output_dir(sys.argv[1:])
+            check_group_choices(sys.argv[1:])
         hydra_main()
 
     return main
@@ -118,6 +119,25 @@ def _exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def check_group_choices(overrides: list[str]) -> None:
+    """`logger=bogus`: one line naming the group and its options, where Hydra would print a
+    block with its search path. Only plain choices of a conf/ directory are checked; sweeps
+    (`a,b`, `choice(...)`) and Hydra's own groups (`hydra/launcher=...`) are left to Hydra."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        group, value = key.lstrip("+~"), value.strip("'\"")
+        folder = Path(CONF_DIR) / group
+        if not sep or not group or "/" in group or "@" in group or not folder.is_dir():
+            continue
+        if value in ("", "null") or any(c in value for c in ",()[]{}"):
+            continue
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        if value not in options:
+            raise ConfigError(
+                f"{group}={value} is not an option of conf/{group}/: {', '.join(options)}"
+            )
 
 
 def check_output_dir(overrides: list[str]) -> None:
