@@ -82,13 +82,6 @@ def test_bad_values_fail_before_training_with_one_line(tmp_path, args, message):
     assert not (tmp_path / "checkpoints").exists()
 
 
-def test_unknown_group_option_lists_valid_ones(tmp_path):
-    result = run_entry("train.py", "precision=fp8", run_dir=tmp_path)
-    assert result.returncode == 1
-    assert "Could not find 'precision/fp8'" in result.stderr
-    assert "bf16-mixed" in result.stderr
-
-
 def test_full_traceback_on_request(tmp_path):
     result = run_entry(
         "train.py", "trainer.devices=0", run_dir=tmp_path, env={"HYDRA_FULL_ERROR": "1"}

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
 
 
+@pytest.mark.slow  # the DDP sweep test below checks the same keys (sw-0, sw-1) in the fast tier
 def test_named_sweep_jobs_do_not_resume_each_other(tmp_path):
     """Issue 9.5: job 1 'resumed' from job 0's final checkpoint and reported its accuracy."""
     store = tmp_path / "ckstore"
