@@ -47,7 +47,9 @@ class ReportProcessGroupAtExit(L.Callback):
     @staticmethod
     def _report() -> None:
         state = "alive" if torch.distributed.is_initialized() else "destroyed"
-        print(f"process group at exit: {state}", file=sys.stderr, flush=True)
+        # One write(2) call: both ranks share the pipe, and print() writes the text and
+        # the newline separately, so two ranks' lines could interleave.
+        os.write(2, f"process group at exit: {state}\n".encode())
 
 
 # 8: no more processes than the machine has cores (CPU) or visible GPUs.
