@@ -7,6 +7,8 @@ defines its own subclass next to its code, so the entry points know none of them
 
 from __future__ import annotations
 
+import re
+
 
 class LitforgeError(RuntimeError):
     """A fault the user can act on; the message says what happened and what to do."""
@@ -21,3 +23,9 @@ class ConfigError(LitforgeError, ValueError):
     """
 
     exit_code = 2
+
+
+def redact_url(url: str) -> str:
+    """A URL without its user:password@ part, fit for a message: storage URLs may carry
+    credentials."""
+    return re.sub(r"//[^/@]*@", "//", url)

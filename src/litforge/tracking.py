@@ -14,10 +14,9 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import build, run_record
+from litforge.loggers import run_ids
 
 log = logging.getLogger("litforge")
-# Where W&B and MLflow loggers keep their run ids (conf/logger): a resumed run continues them.
-ID_FILES = ("wandb-run-id", "mlflow-run-id")
 
 
 def carry_ids(checkpoints: Any, run_dir: Path) -> None:
@@ -27,7 +26,7 @@ def carry_ids(checkpoints: Any, run_dir: Path) -> None:
     if rank_zero_only.rank != 0:
         return
     store = getattr(checkpoints, "store", None)
-    for name in ID_FILES:
+    for name in run_ids.ALL:
         local = run_dir / name
         if checkpoints.resume_from is None:
             local.unlink(missing_ok=True)
@@ -51,7 +50,7 @@ def keep_ids(checkpoints: Any, run_dir: Path) -> None:
         return
     if store.is_local and Path(store.root).resolve().is_relative_to(run_dir.resolve()):
         return  # the checkpoints live in the run directory: the ids are already there
-    for name in ID_FILES:
+    for name in run_ids.ALL:
         local = run_dir / name
         if local.is_file():
             try:

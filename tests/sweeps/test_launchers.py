@@ -37,3 +37,26 @@ def test_trials_run_through_submitit_local(tmp_path):
     (row,) = trials_csv(sweep_dir)
     assert row["state"] == "COMPLETE" and float(row["value"]) > 0
     assert json.loads((sweep_dir / "0" / "metrics.json").read_text())["global_step"] == 6
+
+
+def test_the_slurm_launcher_composes_with_our_defaults_over_submitits():
+    from hydra import compose, initialize_config_dir
+
+    from litforge.cli import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(
+            "train",
+            ["hparams_search=digits_optuna", "hydra/launcher=slurm"],
+            return_hydra_config=True,
+        )
+    launcher = cfg.hydra.launcher
+    assert (
+        launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    )
+    assert (launcher.signal_delay_s, launcher.max_num_timeout, launcher.timeout_min) == (
+        120,
+        3,
+        240,
+    )
+    assert cfg.hydra.sweeper._target_.endswith("OptunaSweeper")

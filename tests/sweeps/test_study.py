@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, redact_url
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import LEASE, NOT_COUNTED, RETRY_OF
 
@@ -59,6 +59,25 @@ def test_another_machines_trial_waits_for_its_heartbeat_to_go_stale(study):
     assert studies.reap_stale(study, stale_s=300) == []  # once: the copy is WAITING, not RUNNING
 
 
+def test_a_held_lease_is_renewed_by_the_heartbeat_and_not_after_it_is_dropped(study):
+    trial = study.ask(SPACE)
+    leases = studies.Leases(study, heartbeat_s=0.05)
+    try:
+        leases.take(trial._trial_id)
+        first = study.trials[0].system_attrs[LEASE]["heartbeat"]
+        deadline = time.monotonic() + 10
+        while study.trials[0].system_attrs[LEASE]["heartbeat"] == first:
+            assert time.monotonic() < deadline, "the lease was never renewed"
+            time.sleep(0.02)
+        leases.drop(trial._trial_id)
+        time.sleep(0.2)  # let a renewal already in flight land
+        dropped = study.trials[0].system_attrs[LEASE]["heartbeat"]
+        time.sleep(0.3)  # six heartbeats
+        assert study.trials[0].system_attrs[LEASE]["heartbeat"] == dropped
+    finally:
+        leases.close()
+
+
 def test_live_lineages_leave_out_set_aside_trials(study):
     for value in (0.1, 0.2):
         study.tell(study.ask(SPACE), value)
@@ -70,9 +89,7 @@ def test_live_lineages_leave_out_set_aside_trials(study):
 
 
 def test_storage_mistakes_are_one_line_without_the_password(tmp_path):
-    assert studies.redact("postgresql://me:pw@host/db") == "postgresql://me:***@host/db"
-    assert studies.redact("sqlite:///x.db") == "sqlite:///x.db"
-    with pytest.raises(
-        ConfigError, match=r"storage=mysql://u:\*\*\*@127.0.0.1:9/x: cannot open it"
-    ):
+    assert redact_url("postgresql://me:pw@host/db") == "postgresql://host/db"
+    assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
+    with pytest.raises(ConfigError, match=r"storage=mysql://127.0.0.1:9/x: cannot open it"):
         studies.storage_for("mysql://u:pw@127.0.0.1:9/x", tmp_path)

@@ -18,7 +18,7 @@ CASES = [
     ([*OPTUNA, "hydra.sweeper.pruner=bogus"], "hydra.sweeper.pruner=bogus is not one of: median"),
     ([*OPTUNA, "hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 must be an integer >= 1"),
     ([*OPTUNA, "hydra.sweeper.storage=postgresql://me:s3cret@127.0.0.1:9/db"],
-     "hydra.sweeper.storage=postgresql://me:***@127.0.0.1:9/db: cannot open it"),
+     "hydra.sweeper.storage=postgresql://127.0.0.1:9/db: cannot open it"),
     ([*OPTUNA, "hydra.sweeper.sampler=grid"], "sampler=grid needs a finite set of values"),
     ([*OPTUNA, "optimized_metric=val/nope"],
      "trial 0: optimized_metric=val/nope was not logged by the first validation; logged:"),

@@ -20,7 +20,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, redact_url
 
 MARKER_SUFFIX = ".complete"
 _NAME = re.compile(r"^step-(\d{8})\.ckpt$")
@@ -67,11 +67,6 @@ class Manifest:
         return cls(**{k: data.get(k) for k in ("name", "step", "bytes", "sha256", "metric")})
 
 
-def _redact(url: str) -> str:
-    """Drop any user:password@ part before a URL lands in a message."""
-    return re.sub(r"//[^/@]*@", "//", url)
-
-
 def _s3_timeouts(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """botocore's connect and read timeouts default to 60 s, each retried: a silent
     endpoint held a save for minutes. Bound them by timeout_s unless set explicitly."""
@@ -108,7 +103,7 @@ class CheckpointStore:
             self.fs, self.root = url_to_fs(self.url, **options)
         except Exception as err:  # noqa: BLE001 - unknown protocol, missing package, bad host
             raise ConfigError(
-                f"checkpoint.dir={_redact(self.url)} is not a usable URL "
+                f"checkpoint.dir={redact_url(self.url)} is not a usable URL "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Give a local "
                 "path or an fsspec URL such as s3://bucket/prefix (needs s3fs), gs://... (gcsfs)"
             ) from err
@@ -117,7 +112,7 @@ class CheckpointStore:
         )
 
     def __str__(self) -> str:
-        return _redact(self.url)
+        return redact_url(self.url)
 
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"

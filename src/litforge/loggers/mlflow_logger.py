@@ -16,8 +16,9 @@ from typing import Any
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from litforge.errors import ConfigError
+from litforge.loggers import run_ids
 
-ID_FILE = "mlflow-run-id"
+ID_FILE = run_ids.MLFLOW
 
 
 def mlflow_logger(
@@ -39,8 +40,7 @@ def mlflow_logger(
             "sqlalchemy, alembic)"
         ) from None
     _check_reachable(tracking_uri, timeout_s)
-    run_id_file = Path(save_dir) / ID_FILE
-    run_id = run_id_file.read_text().strip() if run_id_file.is_file() else None
+    run_id = run_ids.read(Path(save_dir), ID_FILE)
     tags = dict(tags or {})
     if parent_run and rank_zero_only.rank == 0:
         tags["mlflow.parentRunId"] = _parent_run_id(tracking_uri, experiment_name, parent_run)
@@ -51,9 +51,8 @@ def mlflow_logger(
         tags=tags,
         run_id=run_id,
     )
-    if rank_zero_only.rank == 0 and run_id is None:
-        run_id_file.parent.mkdir(parents=True, exist_ok=True)
-        run_id_file.write_text(logger.run_id + "\n")
+    if run_id is None:
+        run_ids.keep(Path(save_dir), ID_FILE, logger.run_id)
     return logger
 
 

@@ -21,10 +21,11 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import WandbLogger
 
 from litforge.errors import ConfigError
+from litforge.loggers import run_ids
 
 log = logging.getLogger("litforge")
 MODES = ("auto", "online", "offline", "disabled")
-ID_FILE = "wandb-run-id"
+ID_FILE = run_ids.WANDB
 # W&B refuses these in project names.
 _BAD_PROJECT = re.compile(r"[/\\#?%:]")
 
@@ -102,11 +103,8 @@ def _run_id(run_dir: Path) -> str:
     one, kept there by rank 0."""
     if os.environ.get("WANDB_RUN_ID"):  # set by `wandb agent` (conf/wandb_sweep.yaml)
         return os.environ["WANDB_RUN_ID"]
-    path = run_dir / ID_FILE
-    if path.is_file():
-        return path.read_text().strip()
-    run_id = uuid.uuid4().hex[:12]
-    if rank_zero_only.rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(run_id + "\n")
+    run_id = run_ids.read(run_dir, ID_FILE)
+    if run_id is None:
+        run_id = uuid.uuid4().hex[:12]
+        run_ids.keep(run_dir, ID_FILE, run_id)
     return run_id

@@ -30,7 +30,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from litforge.checkpointing.lock import holder_alive
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, redact_url
 
 log = logging.getLogger("litforge")
 
@@ -82,20 +82,11 @@ def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> Base
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise ConfigError(
-                f"hydra.sweeper.storage={redact(str(storage))}: cannot open it "
+                f"hydra.sweeper.storage={redact_url(str(storage))}: cannot open it "
                 f"({type(err).__name__}: {str(err).splitlines()[0][:200]}); use a journal file "
                 "path, sqlite:///PATH or a reachable postgresql://... / mysql://... URL"
             ) from None
     raise AssertionError("unreachable")
-
-
-def redact(url: str) -> str:
-    """A URL with its password replaced: storage URLs may carry credentials."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in creds:
-        return url
-    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
 
 
 def sampler_for(
