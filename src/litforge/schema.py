@@ -110,6 +110,9 @@ RULES: dict[str, Rule] = {
     "checkpoint.timeout_s": Num(0.0, open_lo=True),
     "checkpoint.storage_options*": Free(),  # the fsspec filesystem's own keyword arguments
     "checkpoint.staging_dir": Text(),
+    # conf/precision: GradScaler and matmul settings (issue 12, numerics)
+    # conf/train.yaml budget: the memory budget (issue 12, budget)
+    # conf/experiment/precision_ab.yaml (issue 12, precision A/B)
 }
 
 
