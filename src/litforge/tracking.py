@@ -13,8 +13,7 @@ import lightning as L
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import build, run_record
-from litforge.loggers import run_ids
+from litforge import build, run_ids, run_record
 
 log = logging.getLogger("litforge")
 

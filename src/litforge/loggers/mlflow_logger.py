@@ -15,8 +15,8 @@ from typing import Any
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+from litforge import run_ids
 from litforge.errors import ConfigError
-from litforge.loggers import run_ids
 
 ID_FILE = run_ids.MLFLOW
 

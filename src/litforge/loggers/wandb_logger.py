@@ -20,8 +20,8 @@ from pathlib import Path
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import WandbLogger
 
+from litforge import run_ids
 from litforge.errors import ConfigError
-from litforge.loggers import run_ids
 
 log = logging.getLogger("litforge")
 MODES = ("auto", "online", "offline", "disabled")
