@@ -24,7 +24,7 @@ from hydra import initialize_config_dir
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from litforge import multirun
+from litforge import launchers, multirun
 from litforge.errors import ConfigError, LitforgeError
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
@@ -60,6 +60,7 @@ def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
         with report_user_errors():
             check_output_dir(sys.argv[1:])
             check_group_choices(sys.argv[1:])
+            launchers.agree_on_stamp(sys.argv[1:])  # torchrun / srun ranks: one run dir
         hydra_main()
 
     return main
