@@ -5,43 +5,42 @@
 * it refuses more processes than the machine can run (CPU cores, visible GPUs);
 * in a rank that Lightning's launcher started (it re-executes `sys.argv` with LOCAL_RANK>=1)
   it makes the kernel kill the rank when the launcher dies, so no rank outlives its run;
-* for a run of several processes it swaps strategy `auto`/`ddp` for `BoundedDDPStrategy` below:
-  Lightning's, plus a rendezvous that says what it waits for and gives up after
-  `processes.rendezvous_timeout_s`, plus a process group destroyed before the interpreter
+* for a run of several processes it swaps strategy `auto`/`ddp` for
+  `litforge.ddp.BoundedDDPStrategy`: Lightning's, with a bounded rendezvous
+  (`processes.rendezvous_timeout_s`), bounded collectives (`processes.collective_timeout_s`),
+  torchrun restarts that meet cleanly, and a process group destroyed before the interpreter
   shuts down (a gloo group left to interpreter shutdown can abort the process with
   "terminate called without an active exception").
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import ctypes
+import datetime
 import logging
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import torch
-from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
 from omegaconf import DictConfig
 
+from litforge.ddp import (  # noqa: F401 - end_process_group, RendezvousTimeout: public here too
+    COLLECTIVE_TIMEOUT_S,
+    RENDEZVOUS_TIMEOUT_S,
+    BoundedDDPStrategy,
+    RendezvousTimeout,
+    end_process_group,
+)
 from litforge.errors import ConfigError, LitforgeError
 
 log = logging.getLogger("litforge")
 
-RENDEZVOUS_TIMEOUT_S = 600.0
 # Set by a launcher for the ranks it starts: their parent's pid, to tell them apart from
 # processes that merely inherited LOCAL_RANK.
 LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-class RendezvousTimeout(LitforgeError):
-    """The processes of a distributed run did not all meet in time."""
 
 
 class LauncherExited(LitforgeError):
@@ -60,7 +59,11 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
         check_launcher_starts_ranks(devices)
     world = per_node * int(trainer_kwargs.get("num_nodes", 1))
     if world > 1 and _plain_ddp(trainer_kwargs.get("strategy", "auto")):
-        trainer_kwargs["strategy"] = BoundedDDPStrategy(rendezvous_timeout_s=float(timeout))
+        collectives = settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S)
+        trainer_kwargs["strategy"] = BoundedDDPStrategy(
+            rendezvous_timeout_s=float(timeout),
+            timeout=datetime.timedelta(seconds=float(collectives)),
+        )
     if per_node > 1 and _launcher_pid() is None:
         os.environ[LAUNCHER_PID] = str(os.getpid())
 
@@ -189,101 +192,3 @@ def die_with_launcher() -> None:
             f"the launching process (pid {launcher}) has exited; rank "
             f"{os.environ.get('LOCAL_RANK')} stops"
         )
-
-
-class BoundedDDPStrategy(LightningDDPStrategy):
-    """Lightning's DDP with an announced, bounded rendezvous and a clean end.
-
-    `timeout` (Lightning's, default 30 min) still bounds every collective; the rendezvous
-    gets its own, shorter deadline, since the same timeout would also cut off a rank that
-    waits while another writes a large checkpoint.
-    """
-
-    def __init__(self, rendezvous_timeout_s: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rendezvous_timeout_s = rendezvous_timeout_s
-        self._failed = False
-
-    def setup_distributed(self) -> None:
-        if torch.distributed.is_initialized():  # trainer.test after trainer.fit: same group
-            super().setup_distributed()
-            return
-        if self.num_nodes > 1 and self.local_rank == 0:
-            log.info(
-                "node %d: waiting up to %g s for %s; %s",
-                self.node_rank, self.rendezvous_timeout_s, self._waiting_for(), self._hint(),
-            )  # fmt: skip
-        timeout = RendezvousTimeout(
-            f"gave up after {self.rendezvous_timeout_s:g} s waiting for {self._waiting_for()}; "
-            f"{self._hint()}, or raise processes.rendezvous_timeout_s"
-        )
-        with _deadline(self.rendezvous_timeout_s, timeout, quiet=self.local_rank != 0):
-            super().setup_distributed()
-        atexit.register(self._end_process_group)
-
-    def on_exception(self, exception: BaseException) -> None:
-        self._failed = True
-        super().on_exception(exception)
-
-    def _waiting_for(self) -> str:
-        return (
-            f"{self.num_nodes * self.num_processes} processes (trainer.num_nodes={self.num_nodes}"
-            f" x {self.num_processes} per node) at MASTER_ADDR:MASTER_PORT={self._address()}"
-        )
-
-    def _address(self) -> str:
-        env = self.cluster_environment
-        return f"{env.main_address}:{env.main_port}" if env is not None else "?"
-
-    def _hint(self) -> str:
-        if self.num_nodes == 1:
-            return "a process of this machine did not start (see its output above)"
-        address, port = self._address().rsplit(":", 1)
-        others = "1" if self.num_nodes == 2 else f"1..{self.num_nodes - 1}"
-        hint = (
-            f"start the other nodes with the same command and MASTER_ADDR={address} "
-            f"MASTER_PORT={port} NODE_RANK={others}"
-        )
-        if address in ("127.0.0.1", "localhost"):
-            hint += " (MASTER_ADDR: an address of this machine that they reach, set here too)"
-        return hint
-
-    def _end_process_group(self) -> None:
-        # Not after a failure: another rank may still be inside a collective with this one,
-        # and destroying the group would wait for it.
-        if not self._failed:
-            end_process_group()
-
-
-def end_process_group() -> None:
-    """Destroy the default process group while the interpreter is still whole.
-
-    Lightning does this at exit for NCCL only (fabric.utilities.distributed
-    `_init_dist_connection`); a gloo group left to interpreter shutdown can abort the process.
-    """
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float, error: LitforgeError, quiet: bool = False) -> Iterator[None]:
-    """End the process with `error` as one line if the block has not finished in `seconds`.
-
-    A thread, because the rendezvous blocks in C++ (the TCPStore) where no Python exception
-    or signal handler can reach it; it releases the GIL, so the thread runs meanwhile.
-    """
-    done = threading.Event()
-
-    def expire() -> None:
-        if done.wait(seconds):
-            return
-        if not quiet:
-            sys.stdout.flush()
-            print(f"error: {error}", file=sys.stderr, flush=True)
-        os._exit(error.exit_code)
-
-    threading.Thread(target=expire, name="litforge-rendezvous-deadline", daemon=True).start()
-    try:
-        yield
-    finally:
-        done.set()

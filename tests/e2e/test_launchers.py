@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import lightning as L
 import pytest
 
 from litforge import launchers
+from tests.checkpointing.test_resume_exact import (
+    CNN,
+    assert_bitwise_equal,
+    assert_same_log,
+    final_checkpoint,
+    metrics_rows,
+)
 from tests.helpers import ROOT
 
 # Where an unnamed run goes: no hydra.run.dir, so the stamp decides (task_name keeps the
@@ -162,3 +173,70 @@ def test_the_stamp_comes_from_the_launcher(monkeypatch):
     del os.environ[launchers.STAMP_ENV]
     launchers.agree_on_stamp(["hydra.run.dir=/somewhere"])  # an explicit directory wins
     assert launchers.STAMP_ENV not in os.environ
+
+
+class SignalRankOnce(L.Callback):
+    """Send `signum` (a name: KILL, STOP) to global rank `rank` at `step`, the first time
+    only (a marker file in the run directory remembers): a lost worker (KILL: a lost GPU,
+    the OOM killer) or a hung one (STOP)."""
+
+    def __init__(self, step: int, rank: int, signum: str) -> None:
+        self.step, self.rank, self.signum = step, rank, getattr(signal, f"SIG{signum}")
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        marker = Path(trainer.default_root_dir) / f".signalled-rank{self.rank}"
+        if (trainer.global_rank, trainer.global_step) == (
+            self.rank,
+            self.step,
+        ) and not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), self.signum)
+
+
+ELASTIC = [*CNN, "trainer=cpu", "trainer.devices=2", "run_name=elastic"]
+
+
+def _elastic(run_dir: Path, *extra: str, restarts: int = 3) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _torchrun(f"--max-restarts={restarts}", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                  f"--master_port={_free_port()}", "train.py", *ELASTIC, *extra,
+                  f"hydra.run.dir={run_dir}"),
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+
+
+@pytest.mark.slow  # three torchrun runs: ~2 min
+def test_an_elastic_restart_after_a_lost_worker_ends_bitwise_where_an_uninterrupted_run_would(
+    tmp_path,
+):
+    reference = _elastic(tmp_path / "reference", restarts=0)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    kill = ["+callbacks.kill._target_=tests.e2e.test_launchers.SignalRankOnce",
+            "+callbacks.kill.step=13", "+callbacks.kill.rank=1", "+callbacks.kill.signum=KILL"]  # fmt: skip
+    elastic = _elastic(tmp_path / "elastic", *kill)
+    assert elastic.returncode == 0, elastic.stderr[-3000:]
+    assert (tmp_path / "elastic" / ".signalled-rank1").exists()  # the worker did die
+    assert "resuming from" in elastic.stdout + elastic.stderr
+    expected = final_checkpoint(tmp_path / "reference", 30)
+    got = final_checkpoint(tmp_path / "elastic", 30)
+    for key in ("state_dict", "optimizer_states", "lr_schedulers"):
+        assert_bitwise_equal(expected[key], got[key], key)
+    reference_log, resumed_log = (
+        metrics_rows(tmp_path / "reference"),
+        metrics_rows(tmp_path / "elastic"),
+    )
+    assert_same_log(reference_log, resumed_log, epoch_resumed_mid_way=1)
+
+
+@pytest.mark.slow  # a hung rank ends the group after processes.collective_timeout_s: ~40 s
+def test_a_hung_worker_ends_the_group_after_the_collective_timeout(tmp_path):
+    stop = ["+callbacks.stop._target_=tests.e2e.test_launchers.SignalRankOnce",
+            "+callbacks.stop.step=3", "+callbacks.stop.rank=1", "+callbacks.stop.signum=STOP",
+            "processes.collective_timeout_s=5"]  # fmt: skip
+    started = time.monotonic()
+    result = _elastic(tmp_path / "hung", *stop, restarts=1)
+    assert result.returncode == 0, result.stderr[-3000:]  # timed out, restarted, finished
+    assert (tmp_path / "hung" / ".signalled-rank1").exists()
+    assert time.monotonic() - started < 300
+    metrics = json.loads((tmp_path / "hung" / "metrics.json").read_text())
+    assert metrics["global_step"] == 30
