@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-slow test-all lint format bench clean
+.PHONY: install train test test-slow test-all lint format bench compare-precision clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ format: $(STAMP)
 # CPU benchmark suite (< 10 min on 2 cores): benchmarks/results/latest.{json,md}.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# The same run in float32 and each mixed precision this machine has (conf/experiment/
+# precision_ab.yaml): multirun/train/precision_ab/precision_ab.{md,json,png}.
+compare-precision: $(STAMP)
+	$(BIN)/python train.py experiment=precision_ab $(ARGS)
 
 clean:
 	rm -rf outputs multirun .pytest_cache .ruff_cache

@@ -8,7 +8,7 @@ For a GPT-2-small-shaped model (124M parameters) and a ~350M one, sequence 1024:
     hand-written loop of `benchmarks.rawloop` (benchmarks/gpu_template.py) at the same settings (bf16-mixed, eager),
     time per step between two step counts inside each run, interleaved repeats.
 FLOPs per step are counted with `FlopCounterMode` (attention included); MFU divides the
-achieved rate by the datasheet dense peak of the GPU for that precision.
+achieved rate by the datasheet dense peak of the GPU for that precision (litforge.hardware).
 
 `python -m benchmarks.gpu --smoke` runs every code path with tiny models on the CPU.
 """
@@ -29,17 +29,8 @@ from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.gpu_template import WINDOW, template_vs_raw
+from litforge.hardware import current_card, peak_dtype
 from litforge.nets.gpt import GPT, GPTConfig
-
-# Dense datasheet peaks in TFLOP/s: (bf16/fp16 tensor cores, tf32 tensor cores, fp32).
-PEAKS = {
-    "H200": (989.4, 494.7, 66.9),
-    "H100 NVL": (835.0, 417.5, 60.0),
-    "H100 PCIe": (756.0, 378.0, 51.2),
-    "H100": (989.4, 494.7, 66.9),  # SXM
-    "A100": (312.0, 156.0, 19.5),
-    "L40S": (362.1, 183.2, 91.6),
-}
 
 
 @dataclass
@@ -73,15 +64,15 @@ SETTINGS = [
 
 
 def peak_tflops(label: str, override: float | None) -> float | None:
+    """The dense datasheet peak (litforge.hardware) of this GPU for the setting `label`."""
     if override:
         return override
-    if not torch.cuda.is_available():
+    card = current_card()
+    if card is None:
         return None
-    name = torch.cuda.get_device_name()
-    for key, (half, tf32, fp32) in PEAKS.items():  # most specific names first
-        if key in name:
-            return half if "mixed" in label else tf32 if "tf32" in label else fp32
-    return None
+    # "16-mixed" -> float16, "bf16-mixed" -> bfloat16, "32-true +tf32" -> tf32
+    dtype = peak_dtype(label.split()[0], tf32="tf32" in label)
+    return card.peak_tflops.get(dtype) if dtype else None
 
 
 def sync(device: torch.device) -> None:

@@ -11,7 +11,9 @@ ratio with dropout is kept in `extra` too.
 
 Deterministic counts need no repeats:
   saved bytes  bytes of the distinct tensors autograd keeps for backward after one
-               training forward + loss (parameters excluded: they exist anyway)
+               training forward + loss (parameters excluded: they exist anyway), counted
+               by `litforge.budget.saved_bytes`, the activation figure of
+               `python -m litforge.budget`
   FLOPs        `torch.utils.flop_counter.FlopCounterMode` over forward + backward
 Step time is CPU time per training step (forward, backward, AdamW), the paired slope of
 two step counts, with the two sides interleaved.
@@ -31,6 +33,8 @@ from benchmarks import rawloop
 from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge import build
+from litforge.budget import saved_bytes as count_saved_bytes
+from litforge.budget_measure import precision_plugin
 from litforge.cli import compose
 
 STEPS = (2, 6)  # short and long run for the step-time slope
@@ -55,25 +59,18 @@ def _setup(
 
 
 def _autocast(bf16: bool) -> contextlib.AbstractContextManager[Any]:
-    # What Lightning's bf16-mixed precision plugin does around the forward on CPU.
-    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    # Lightning's own bf16-mixed plugin on CPU (autocast without the weight-cast cache), as
+    # `python -m litforge.budget` measures it.
+    return precision_plugin("bf16-mixed" if bf16 else "32", torch.device("cpu")).forward_context()
 
 
 def saved_bytes(net: torch.nn.Module, batch: Any, bf16: bool = False) -> int:
-    """Bytes autograd saves for backward in one forward + loss, each storage counted once."""
-    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
-    storages: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in params:
-            storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(bf16):
-        loss, _ = rawloop.loss_and_correct(net, batch)
-    del loss
-    return sum(storages.values())
+    """Bytes autograd saves for backward in one forward + loss, each storage counted once,
+    by the memory budget's own counter (`litforge.budget.saved_bytes`)."""
+    with _autocast(bf16):
+        return count_saved_bytes(
+            lambda: rawloop.loss_and_correct(net, batch)[0], [*net.parameters(), *net.buffers()]
+        )
 
 
 def flops(net: torch.nn.Module, batch: Any) -> int:

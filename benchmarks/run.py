@@ -1,7 +1,8 @@
 """`make bench`: run the CPU benchmarks, write results/latest.json and results/latest.md.
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
-python -m benchmarks.run --only overhead     # one group: overhead memory quality startup checkpoint sweep loggers
+python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
+                                             # checkpoint sweep loggers numerics distributed
 python -m benchmarks.run --update-readme     # also paste the table into README.md
 """
 
@@ -28,8 +29,10 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
     from benchmarks import (
         checkpoint_stall,
+        distributed,
         logger_overhead,
         memory,
+        numerics_overhead,
         overhead,
         quality,
         startup,
@@ -50,6 +53,8 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
         "loggers": lambda: logger_overhead.measure(repeats),
+        "numerics": lambda: numerics_overhead.measure(repeats),
+        "distributed": lambda: distributed.measure(min(repeats, 3)),
     }
 
 

@@ -19,7 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge import console, processes
 from litforge.errors import ConfigError
-from litforge.precision import LIGHTNING_CPU_FP16_WARNING, check_hardware, explain
+from litforge.precision import (
+    LIGHTNING_CPU_FP16_WARNING,
+    apply_matmul_precision,
+    check_hardware,
+    explain,
+    scaler_plugin,
+)
 
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
@@ -29,7 +35,19 @@ def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
 def build_module(cfg: DictConfig) -> L.LightningModule:
     # _convert_="all": the module receives plain dicts and lists, so its saved
     # hyperparameters load with torch.load(weights_only=True).
-    return _construct(cfg.model, "model")
+    node = OmegaConf.to_container(cfg.model, resolve=True)
+    # model.poison_step (tests of the numerics watch) is every LitforgeModule's, not one
+    # model's constructor argument: LitforgeModule.poison takes it.
+    poison = node.pop("poison_step", None)  # type: ignore[union-attr]
+    module = _construct(OmegaConf.create(node), "model")
+    if hasattr(module, "poison"):
+        module.poison(poison)
+    elif poison is not None:
+        raise ConfigError(
+            f"model.poison_step={poison}: {type(module).__name__} is not a LitforgeModule "
+            "and cannot be poisoned; use model.poison_step=null"
+        )
+    return module
 
 
 def _construct(node: DictConfig, group: str) -> Any:
@@ -46,9 +64,21 @@ def _construct(node: DictConfig, group: str) -> Any:
 
 
 def _instantiate_each(group: DictConfig | None) -> list[Any]:
+    """Each entry's object; a constructor's ConfigError (its own one-line check of its
+    arguments) comes out as itself, not inside Hydra's InstantiationException."""
     if not group:
         return []
-    return [instantiate(item, _convert_="all") for item in group.values() if item is not None]
+    objects = []
+    for item in group.values():
+        if item is None:
+            continue
+        try:
+            objects.append(instantiate(item, _convert_="all"))
+        except InstantiationException as err:
+            if isinstance(err.__cause__, ConfigError):
+                raise err.__cause__ from None
+            raise
+    return objects
 
 
 def build_callbacks(cfg: DictConfig) -> list[L.Callback]:
@@ -63,10 +93,17 @@ def build_trainer(
     cfg: DictConfig, extra_callbacks: Sequence[L.Callback] = (), **overrides: Any
 ) -> L.Trainer:
     """Trainer(**cfg.trainer) with the configured callbacks and loggers (plus
-    `extra_callbacks`), after checking the precision against the hardware."""
+    `extra_callbacks`), after checking the precision against the hardware; sets the
+    precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
     processes.prepare(cfg, kwargs)  # how many processes, how they meet and end
+    apply_matmul_precision(cfg)
+    plugin = scaler_plugin(cfg, str(kwargs.get("accelerator", "auto")))
+    if plugin is not None:  # 16-mixed on CUDA: our GradScaler settings
+        plugins = kwargs.get("plugins") or []
+        kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), plugin]
+        kwargs["precision"] = None  # Lightning refuses both; the plugin says 16-mixed
     loggers = build_loggers(cfg)
     callbacks = [*build_callbacks(cfg), *extra_callbacks]
     # Lightning raises for both; the config stays composable with logger=none or

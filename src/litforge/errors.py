@@ -14,6 +14,10 @@ class LitforgeError(RuntimeError):
     """A fault the user can act on; the message says what happened and what to do."""
 
     exit_code: int = 1
+    # True: the work was cut short (a signal, a store outage) and the same command continues
+    # it, so a sweep queues the trial again. False: the run itself went wrong (NaN), so a
+    # sweep records the trial as failed and goes on.
+    interrupts: bool = True
 
 
 class ConfigError(LitforgeError, ValueError):

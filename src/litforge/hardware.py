@@ -6,7 +6,8 @@ Used by the memory budget (`--device-memory H100`), the throughput/MFU callback 
 (pytorch-lightning #21677) and knows no memory sizes.
 
 Peaks are dense (no 2:4 sparsity), tensor-core figures for tf32/bf16/fp16 and the plain
-FP32 figure for float32, in TFLOP/s, from each vendor datasheet named in the comment.
+FP32 figure for float32, in TFLOP/s, from each vendor datasheet named in the comment
+(datasheets headline the sparse figure, twice the dense one, marked with an asterisk).
 Memory is the datasheet's figure in GiB; the CUDA driver keeps a few hundred MiB of it.
 """
 
@@ -27,14 +28,21 @@ class Card:
     memory_gib: float
     # dtype name (DTYPES) -> dense peak TFLOP/s; a dtype the card lacks is absent
     peak_tflops: dict[str, float] = field(default_factory=dict)
+    # other names the same card reports itself by
+    aliases: tuple[str, ...] = ()
 
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gib * GIB)
 
+    def peak_flops(self, dtype: str) -> float | None:
+        """Dense peak FLOP/s for `dtype` (a DTYPES name); None if the card lacks it."""
+        tflops = self.peak_tflops.get(dtype)
+        return None if tflops is None else tflops * 1e12
+
 
 def _card(name: str, gib: float, fp32: float, tf32: float | None, half: float | None,
-          bf16: bool = True) -> Card:  # fmt: skip
+          bf16: bool = True, aliases: tuple[str, ...] = ()) -> Card:  # fmt: skip
     peaks = {"float32": fp32}
     if tf32 is not None:
         peaks["tf32"] = tf32
@@ -42,25 +50,31 @@ def _card(name: str, gib: float, fp32: float, tf32: float | None, half: float | 
         peaks["float16"] = half
         if bf16:
             peaks["bfloat16"] = half
-    return Card(name, gib, peaks)
+    return Card(name, gib, peaks, aliases)
 
 
-# Most specific names first: a device name is matched against these in order.
+# Most specific names first: a device name is matched against these in order. CUDA names
+# them "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200",
+# "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", ...
 CARDS: tuple[Card, ...] = (
-    # NVIDIA H200 datasheet (SXM / NVL columns), nvidia.com/en-us/data-center/h200
+    # NVIDIA H200 datasheet, nvidia.com/en-us/data-center/h200: SXM FP32 67, TF32 989*,
+    # BF16/FP16 1,979*; NVL FP32 60, TF32 835*, BF16/FP16 1,671*
     _card("H200 NVL", 141, 60.0, 417.5, 835.5),
     _card("H200", 141, 67.0, 494.7, 989.4),
-    # NVIDIA H100 datasheet (SXM / PCIe / NVL columns), nvidia.com/en-us/data-center/h100
+    # NVIDIA H100 datasheet, nvidia.com/en-us/data-center/h100 (NVL: FP32 60, TF32 835*,
+    # BF16/FP16 1,671*; PCIe: FP32 51, TF32 756*, BF16/FP16 1,513*) and the Hopper
+    # whitepaper's dense SXM5 figures (FP32 66.9, TF32 494.7, BF16/FP16 989.4)
     _card("H100 NVL", 94, 60.0, 417.5, 835.5),
-    _card("H100 PCIe", 80, 51.0, 378.0, 756.0),
-    _card("H100", 80, 67.0, 494.7, 989.4),  # SXM
-    # NVIDIA A100 datasheet (80 GB SXM; the 40 GB card has the same peaks)
+    _card("H100 PCIe", 80, 51.0, 378.0, 756.0, aliases=("H100 HBM2e",)),
+    _card("H100", 80, 67.0, 494.7, 989.4),  # SXM5 ("NVIDIA H100 80GB HBM3")
+    # NVIDIA A100 datasheet: FP32 19.5, TF32 156, BF16/FP16 312 (dense), SXM and PCIe alike
+    _card("A100 40GB", 40, 19.5, 156.0, 312.0),
     _card("A100", 80, 19.5, 156.0, 312.0),
-    # NVIDIA L40S datasheet
+    # NVIDIA L40S datasheet: FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*)
     _card("L40S", 48, 91.6, 183.0, 362.05),
-    # NVIDIA L4 datasheet
+    # NVIDIA L4 datasheet: FP32 30.3, TF32 120*, BF16/FP16 242*
     _card("L4", 24, 30.3, 60.0, 121.0),
-    # NVIDIA A10 datasheet
+    # NVIDIA A10 datasheet: FP32 31.2, TF32 62.5, BF16/FP16 125 (dense)
     _card("A10", 24, 31.2, 62.5, 125.0),
     # NVIDIA Ada Lovelace architecture whitepaper, RTX 4090 (FP16/BF16 tensor, FP32 accumulate)
     _card("RTX 4090", 24, 82.6, 82.6, 165.2),
@@ -75,11 +89,16 @@ _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
 
 
+def _words(text: str) -> list[str]:
+    return text.lower().replace("-", " ").replace("_", " ").split()
+
+
 def find_card(name: str) -> Card | None:
-    """The card whose name appears in `name` (a CUDA device name or a user's "h100 pcie")."""
-    wanted = " ".join(name.lower().replace("-", " ").split())
-    for card in CARDS:  # whole words: "L4" is not "L40S", "A10" is not "A100"
-        if re.search(rf"\b{re.escape(card.name.lower())}\b", wanted):
+    """The first card all of whose name's words are words of `name` (a CUDA device name or
+    a user's "h100 pcie"): "A100 40GB" is "NVIDIA A100-SXM4-40GB", "L4" is not "L40S"."""
+    wanted = set(_words(name))
+    for card in CARDS:
+        if any(set(_words(n)) <= wanted for n in (card.name, *card.aliases)):
             return card
     return None
 
@@ -91,6 +110,20 @@ def current_card() -> Card | None:
     if not torch.cuda.is_available():
         return None
     return find_card(torch.cuda.get_device_name(0))
+
+
+def peak_dtype(precision: str, tf32: bool) -> str | None:
+    """The DTYPES entry whose peak bounds a run at Lightning precision `precision`
+    ("32-true", "bf16-mixed", "16-true", ...); `tf32`: float32 matmuls may use TF32 (CUDA
+    with torch.get_float32_matmul_precision() != "highest"). None for float64 and others."""
+    name = str(precision)
+    if name.startswith("bf16"):
+        return "bfloat16"
+    if name.startswith("16"):
+        return "float16"
+    if name in ("32", "32-true"):
+        return "tf32" if tf32 else "float32"
+    return None
 
 
 def parse_memory(text: str, key: str = "--device-memory") -> int:

@@ -1,10 +1,17 @@
-"""Precision names, hardware checks, and the precision Lightning actually runs."""
+"""Precision names, hardware checks, the precision Lightning actually runs, and the settings
+a precision brings (float32 matmul precision, the GradScaler of 16-mixed)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
+from omegaconf import DictConfig
 
 from litforge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lightning.pytorch.plugins.precision import MixedPrecision
 
 # What `precision=` (the conf/precision group, i.e. Trainer(precision=...)) accepts.
 PRECISIONS = ("32", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -37,3 +44,42 @@ def explain(requested: str, effective: str) -> str | None:
         f"precision: requested {requested}, effective {effective} "
         "(float16 autocast is not supported on CPU, so Lightning runs bfloat16 autocast)"
     )
+
+
+def apply_matmul_precision(cfg: DictConfig) -> str:
+    """torch.set_float32_matmul_precision(cfg.precision.matmul), `highest` when unset.
+
+    Process-wide, so it is set on every build: an in-process sweep's next job may have
+    another precision and must not inherit this one's.
+    """
+    value = str((cfg.get("precision") or {}).get("matmul", "highest"))
+    torch.set_float32_matmul_precision(value)
+    return value
+
+
+def on_cuda(accelerator: str) -> bool:
+    """Whether Lightning will train on CUDA with `trainer.accelerator=accelerator`."""
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+
+
+def scaler_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """torch.amp.GradScaler's knobs from `precision.*` (conf/precision/16-mixed.yaml)."""
+    knobs = cfg.get("precision") or {}
+    return {
+        "init_scale": float(knobs.get("init_scale", 2.0**16)),
+        "growth_factor": float(knobs.get("growth_factor", 2.0)),
+        "backoff_factor": float(knobs.get("backoff_factor", 0.5)),
+        "growth_interval": int(knobs.get("growth_interval", 2000)),
+    }
+
+
+def scaler_plugin(cfg: DictConfig, accelerator: str) -> MixedPrecision | None:
+    """For 16-mixed on CUDA: Lightning's MixedPrecision with a GradScaler built from the
+    config's knobs (for Trainer(plugins=...)); None otherwise. On CPU Lightning runs
+    16-mixed as bf16-mixed, which has no scaler."""
+    if normalize(cfg.trainer.precision) != "16-mixed" or not on_cuda(accelerator):
+        return None
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    scaler = torch.amp.GradScaler("cuda", **scaler_kwargs(cfg))
+    return MixedPrecision("16-mixed", "cuda", scaler=scaler)

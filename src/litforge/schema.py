@@ -33,6 +33,7 @@ RULES: dict[str, Rule] = {
     "optimized_metric": Text(null=True),
     "optimized_mode": OneOf(("min", "max")),
     "processes.rendezvous_timeout_s": Num(0.0, open_lo=True),
+    "processes.collective_timeout_s": Num(0.0, open_lo=True),
     "processes.oversubscribe": Bool(),
     "sample.prompt": Text(null=True),
     "sample.max_new_tokens": Int(1),
@@ -62,6 +63,7 @@ RULES: dict[str, Rule] = {
     "model.scheduler.warmup_steps": Int(0),
     "model.scheduler.min_lr_ratio": Num(0.0, 1.0),
     "model.gradient_checkpointing": Bool(),
+    "model.poison_step": Int(0, null=True),  # for testing the numerics watch
     # conf/trainer: lightning.Trainer's arguments
     "trainer.accelerator": OneOf(("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
     "trainer.strategy": Free(),  # Lightning names the valid strategies itself
@@ -111,8 +113,18 @@ RULES: dict[str, Rule] = {
     "checkpoint.storage_options*": Free(),  # the fsspec filesystem's own keyword arguments
     "checkpoint.staging_dir": Text(),
     # conf/precision: GradScaler and matmul settings (issue 12, numerics)
+    "precision.matmul": OneOf(("highest", "high", "medium")),  # torch.set_float32_matmul_precision
+    "precision.init_scale": Num(0.0, open_lo=True),
+    "precision.growth_factor": Num(1.0, open_lo=True),
+    "precision.backoff_factor": Num(0.0, 1.0, open_lo=True, open_hi=True),
+    "precision.growth_interval": Int(1),
     # conf/train.yaml budget: the memory budget (issue 12, budget)
     # conf/experiment/precision_ab.yaml (issue 12, precision A/B)
+    "precision_ab.compare": Either(
+        (OneOf(("auto",)), ListOf(OneOf(("bf16-mixed", "16-mixed", "bf16-true", "16-true"))))
+    ),
+    "precision_ab.threshold": Num(0.0, open_lo=True),
+    "precision_ab.smooth_steps": Int(1),
 }
 
 

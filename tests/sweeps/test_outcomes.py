@@ -99,3 +99,14 @@ def test_trials_are_tied_to_their_study_in_every_tracker(make_cfg, tmp_path):
     assert overrides("logger=mlflow", "logger.mlflow.tracking_uri=http://tracking:5000")[1:] == [
         "logger.mlflow.parent_run=digits_optuna"
     ]
+
+
+def test_a_trial_stopped_by_the_numerics_watch_fails_and_is_not_queued_again(setup):
+    from litforge.callbacks.numerics import NumericsFault
+
+    sweep, study = setup
+    sweep._tell(study, *ended(study, NumericsFault("non-finite loss at step 3")))
+    (trial,) = study.trials  # no retry queued: a NaN would come back the same
+    assert trial.state == TrialState.FAIL and studies.counts(trial)
+    assert trial.user_attrs[ERROR] == "NumericsFault: non-finite loss at step 3"
+    assert sweep.stopped_by is None  # the sweep goes on

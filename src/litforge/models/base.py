@@ -1,4 +1,5 @@
-"""What every litforge LightningModule shares: AdamW, warmup + cosine LR, a class tag."""
+"""What every litforge LightningModule shares: AdamW, warmup + cosine LR, a class tag, and a
+poisoned batch on request (for testing the numerics watch)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,25 @@ class LitforgeModule(L.LightningModule):
     """
 
     net: torch.nn.Module
+
+    def poison(self, step: int | None) -> None:
+        """`model.poison_step`: multiply the net's output by inf in the training batch of
+        global step `step`, so that batch's loss and every gradient are non-finite (what the
+        numerics watch, callbacks.numerics, must catch). None changes nothing.
+
+        Set by `litforge.build.build_module` rather than each model's constructor, so every
+        LitforgeModule has it; recorded in the hyperparameters (a plain int or None).
+        """
+        self.hparams["poison_step"] = step
+        if step is not None:
+            self.net.register_forward_hook(self._poison_output)
+
+    def _poison_output(self, net: torch.nn.Module, args: Any, output: torch.Tensor) -> Any:
+        trainer = self._trainer  # None outside a Trainer (eval.py's sampling)
+        step = None if trainer is None else trainer.global_step
+        if self.training and step == self.hparams.poison_step:
+            return output * float("inf")
+        return None
 
     def configure_optimizers(self) -> Any:
         opt_kwargs = dict(self.hparams.optimizer)

@@ -179,6 +179,12 @@ class Sweep:
                 )
         return overrides
 
+    @staticmethod
+    def _failed(study: optuna.Study, trial: optuna.Trial, err: BaseException) -> None:
+        trial.set_user_attr(ERROR, f"{type(err).__name__}: {err}"[:500])
+        study.tell(trial, state=TrialState.FAIL)
+        log.warning("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
+
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
         metric = self.config.optimized_metric
@@ -191,15 +197,14 @@ class Sweep:
             self.stopped_by = (trial.number, err)
             return
         except LitforgeError as err:  # preempted, store unreachable: continue it next time
+            if not err.interrupts:  # the trial's own failure (a NaN): below
+                return self._failed(study, trial, err)
             studies.interrupt(study, study._storage.get_trial(trial._trial_id), str(err))
             if type(self.launcher).__name__ == "BasicLauncher":  # in-process: this machine
                 self.stopped_by = (trial.number, err)
             return
         except Exception as err:  # noqa: BLE001 - the trial's own failure; the sweep goes on
-            trial.set_user_attr(ERROR, f"{type(err).__name__}: {err}"[:500])
-            study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
-            return
+            return self._failed(study, trial, err)
         run_dir = Path(str(result.hydra_cfg.hydra.runtime.output_dir)) if result.hydra_cfg else None
         best_checkpoint = _best_checkpoint(run_dir)
         if best_checkpoint:
