@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from typing import Any
 
 import torch
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from litforge import budget_report as report
+from litforge import processes
 from litforge.budget_measure import Row, Subject, precisions_for, saved_bytes
 from litforge.build import build_datamodule, build_module
 from litforge.checks import check_config
@@ -60,7 +62,21 @@ def from_config(cfg: DictConfig) -> Subject:
     datamodule.setup("fit")
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    return subject_of(module, datamodule, int(cfg.data.batch_size), accumulate, device)
+    subject = subject_of(module, datamodule, int(cfg.data.batch_size), accumulate, device)
+    if cfg.trainer.get("strategy") == "fsdp":
+        subject.shards = fsdp_shards(cfg.trainer.get("devices", "auto"), cfg.trainer.num_nodes)
+    return subject
+
+
+def fsdp_shards(devices: Any, num_nodes: int) -> int:
+    """Processes a trainer=fsdp run shards over: trainer.devices (auto: every visible GPU,
+    else 1) times trainer.num_nodes."""
+    per_node = processes.parse_devices(devices)
+    if per_node is None:
+        per_node = max(torch.cuda.device_count(), 1)
+    elif isinstance(per_node, list):
+        per_node = len(per_node)
+    return per_node * int(num_nodes)
 
 
 def device_limit(device: torch.device, given: str | int | None, key: str) -> report.Limit:

@@ -169,6 +169,8 @@ class Subject:
     batch_size: int
     accumulate: int
     device: torch.device
+    # trainer=fsdp: processes the weights, gradients and optimizer state are sharded over
+    shards: int = 1
     _activations: dict[tuple[str, bool | None], tuple[int, int]] = field(default_factory=dict)
     _states: dict[str, States] = field(default_factory=dict)
 
@@ -240,9 +242,9 @@ class Subject:
             effective(precision, self.device),
             checkpointing,
             size,
-            states.weights,
-            states.gradients,
-            states.optimizer,
+            -(-states.weights // self.shards),  # FSDP: each process holds 1/shards of each
+            -(-states.gradients // self.shards),
+            -(-states.optimizer // self.shards),
             self.activations(precision, checkpointing, size),
         )
 

@@ -106,6 +106,12 @@ def notes(rows: list[Row], subject: Subject, limit: Limit) -> list[str]:
         f"trainer.accumulate_grad_batches={subject.accumulate} does not change them",
         "not counted: the CUDA context, the caching allocator's slack, backward's temporaries",
     ]
+    if subject.shards > 1:
+        lines.append(
+            f"trainer=fsdp: weights, gradients and optimizer state are per process, 1/"
+            f"{subject.shards} of the model's; not counted: the full weights of the one or two "
+            "blocks (model shard_unit) gathered at a time"
+        )
     if any(normalize(r.precision) != r.effective for r in rows):
         lines.append("16-mixed on CPU: Lightning runs bfloat16 autocast (bf16-mixed) instead")
     if subject.device.type == "cpu" and limit.size is not None:

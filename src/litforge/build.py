@@ -40,6 +40,10 @@ def build_module(cfg: DictConfig) -> L.LightningModule:
     # model's constructor argument: LitforgeModule.poison takes it.
     poison = node.pop("poison_step", None)  # type: ignore[union-attr]
     module = _construct(OmegaConf.create(node), "model")
+    if cfg.trainer.get("strategy") == "fsdp":  # before any process starts
+        from litforge.fsdp import check_shardable
+
+        check_shardable(module)
     if hasattr(module, "poison"):
         module.poison(poison)
     elif poison is not None:

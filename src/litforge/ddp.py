@@ -1,4 +1,5 @@
-"""Lightning's DDP strategy with a bounded rendezvous, elastic restarts and a clean end.
+"""Lightning's DDP strategy with a bounded rendezvous, elastic restarts and a clean end
+(the rendezvous part, `BoundedRendezvous`, is FSDP's too: litforge.fsdp).
 
 `processes.prepare` swaps strategy `auto`/`ddp` for `BoundedDDPStrategy` in a run of several
 processes. On top of Lightning's:
@@ -20,7 +21,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -39,22 +40,21 @@ class RendezvousTimeout(LitforgeError):
     """The processes of a distributed run did not all meet in time."""
 
 
-class BoundedDDPStrategy(LightningDDPStrategy):
-    """Lightning's DDP with an announced, bounded rendezvous and a clean end.
+class BoundedRendezvous:
+    """What litforge adds to a Lightning strategy of several processes (DDP, FSDP): an
+    announced rendezvous with a deadline, the torchrun restart keys, and a clean end.
 
-    `timeout` (Lightning's, default 30 min) still bounds every collective; the rendezvous
-    gets its own, shorter deadline, since the same timeout would also cut off a rank that
-    waits while another writes a large checkpoint.
+    Mixed in before the Lightning strategy class, whose `num_nodes`, `local_rank`,
+    `cluster_environment`, `_timeout` etc. it uses.
     """
 
-    def __init__(self, rendezvous_timeout_s: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rendezvous_timeout_s = rendezvous_timeout_s
-        self._failed = False
+    rendezvous_timeout_s: float = RENDEZVOUS_TIMEOUT_S
+    _failed = False
 
-    def setup_distributed(self) -> None:
+    def _meet(self: Any, lightning_setup: Callable[[], None]) -> None:
+        """Make the process group (bounded), then let Lightning's `lightning_setup` keep it."""
         if torch.distributed.is_initialized():  # trainer.test after trainer.fit: same group
-            super().setup_distributed()
+            lightning_setup()
             return
         if self.num_nodes > 1 and self.local_rank == 0:
             log.info(
@@ -75,24 +75,24 @@ class BoundedDDPStrategy(LightningDDPStrategy):
                     self._process_group_backend, store=store, rank=self.global_rank,
                     world_size=self.world_size, timeout=self._timeout,
                 )  # fmt: skip
-            super().setup_distributed()  # with the group made above, Lightning's keeps it
+            lightning_setup()  # with the group made above, Lightning's keeps it
         atexit.register(self._end_process_group)
 
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
-        super().on_exception(exception)
+        super().on_exception(exception)  # type: ignore[misc]
 
-    def _waiting_for(self) -> str:
+    def _waiting_for(self: Any) -> str:
         return (
             f"{self.num_nodes * self.num_processes} processes (trainer.num_nodes={self.num_nodes}"
             f" x {self.num_processes} per node) at MASTER_ADDR:MASTER_PORT={self._address()}"
         )
 
-    def _address(self) -> str:
+    def _address(self: Any) -> str:
         env = self.cluster_environment
         return f"{env.main_address}:{env.main_port}" if env is not None else "?"
 
-    def _hint(self) -> str:
+    def _hint(self: Any) -> str:
         if self.num_nodes == 1:
             return "a process of this machine did not start (see its output above)"
         address, port = self._address().rsplit(":", 1)
@@ -110,6 +110,22 @@ class BoundedDDPStrategy(LightningDDPStrategy):
         # and destroying the group would wait for it.
         if not self._failed:
             end_process_group()
+
+
+class BoundedDDPStrategy(BoundedRendezvous, LightningDDPStrategy):
+    """Lightning's DDP with an announced, bounded rendezvous and a clean end.
+
+    `timeout` (Lightning's, default 30 min) still bounds every collective; the rendezvous
+    gets its own, shorter deadline, since the same timeout would also cut off a rank that
+    waits while another writes a large checkpoint.
+    """
+
+    def __init__(self, rendezvous_timeout_s: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rendezvous_timeout_s = rendezvous_timeout_s
+
+    def setup_distributed(self) -> None:
+        self._meet(super().setup_distributed)
 
 
 def end_process_group() -> None:

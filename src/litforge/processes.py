@@ -58,11 +58,17 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
     if per_node > 1:
         check_launcher_starts_ranks(devices)
     world = per_node * int(trainer_kwargs.get("num_nodes", 1))
-    if world > 1 and _plain_ddp(trainer_kwargs.get("strategy", "auto")):
-        collectives = settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S)
+    collectives = datetime.timedelta(
+        seconds=float(settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S))
+    )
+    strategy = trainer_kwargs.get("strategy", "auto")
+    if strategy == "fsdp":  # conf/trainer/fsdp.yaml: FSDP2 on any accelerator (litforge.fsdp)
+        from litforge.fsdp import ShardedStrategy
+
+        trainer_kwargs["strategy"] = ShardedStrategy(float(timeout), collectives)
+    elif world > 1 and _plain_ddp(strategy):
         trainer_kwargs["strategy"] = BoundedDDPStrategy(
-            rendezvous_timeout_s=float(timeout),
-            timeout=datetime.timedelta(seconds=float(collectives)),
+            rendezvous_timeout_s=float(timeout), timeout=collectives
         )
     if per_node > 1 and _launcher_pid() is None:
         os.environ[LAUNCHER_PID] = str(os.getpid())
@@ -70,7 +76,7 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
 
 def check_device_count(devices: Any, on_gpu: bool, oversubscribe: bool = False) -> int:
     """Processes this node starts for `trainer.devices`; ConfigError past what it has."""
-    request = _parse_devices(devices)
+    request = parse_devices(devices)
     if on_gpu:
         return _check_gpus(devices, request)
     if not isinstance(request, int):
@@ -135,7 +141,7 @@ def _check_gpus(devices: Any, request: int | list[int] | None) -> int:
     return wanted
 
 
-def _parse_devices(devices: Any) -> int | list[int] | None:
+def parse_devices(devices: Any) -> int | list[int] | None:
     """A count, a list of ids, or None for 'all' ('auto', -1); the forms Lightning accepts."""
     if devices in ("auto", -1, "-1") or isinstance(devices, bool):
         return None

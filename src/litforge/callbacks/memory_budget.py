@@ -15,6 +15,7 @@ from litforge import console
 from litforge.budget import device_limit, subject_of
 from litforge.budget_measure import Row
 from litforge.errors import ConfigError
+from litforge.fsdp import is_sharded
 from litforge.rules import Bool, Int
 
 KEY = "callbacks.memory_budget"
@@ -78,6 +79,8 @@ class MemoryBudget(L.Callback):
         subject = subject_of(
             pl_module, datamodule, datamodule.batch_size, trainer.accumulate_grad_batches, device
         )
+        if is_sharded(trainer.strategy):
+            subject.shards = trainer.world_size
         limit = device_limit(device, self.device_memory, f"{KEY}.device_memory")
         self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
         if device.type == "cuda":

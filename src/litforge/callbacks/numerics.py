@@ -24,7 +24,7 @@ import lightning as L
 import torch
 
 from litforge import console
-from litforge.callbacks.numerics_probes import ActivationPeaks, HostRing
+from litforge.callbacks.numerics_probes import ActivationPeaks, HostRing, grad_norms
 from litforge.callbacks.numerics_report import Fault, activation_table, block, what
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.uploader import UploadsPending
@@ -113,8 +113,7 @@ class NumericsWatch(L.Callback):
         if not grads or not self._losses:
             return
         self._names = names
-        # float32 norms even of half gradients (a float16 norm overflows at 65504).
-        norms = torch._foreach_norm(grads, 2.0, dtype=torch.float32)
+        norms = grad_norms(grads)
         extra = [self._scaler._scale.view(())] if self._scaler is not None else []
         self._row = torch.stack([*norms, *(x.float() for x in self._losses), *extra])
         self._stepped = True

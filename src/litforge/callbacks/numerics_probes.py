@@ -102,3 +102,18 @@ class ActivationPeaks:
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
+
+
+def grad_norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each gradient's float32 L2 norm (a float16 norm overflows at 65504).
+
+    Under trainer=fsdp each process holds a slice of every gradient (a DTensor): the norms
+    of the slices are combined across processes, one all-reduce per step.
+    """
+    local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+    norms = torch._foreach_norm(local, 2.0, dtype=torch.float32)
+    if local[0] is grads[0]:
+        return list(norms)
+    squares = torch.stack(norms).square()
+    torch.distributed.all_reduce(squares, group=grads[0].device_mesh.get_group())
+    return list(squares.sqrt())

@@ -37,9 +37,11 @@ import torch
 from lightning.fabric.utilities.throughput import Throughput, measure_flops
 from lightning.pytorch.utilities.data import extract_batch_size
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.func import functional_call
 
 from litforge import console
+from litforge.budget_measure import rebuild
 from litforge.errors import ConfigError
 from litforge.hardware import CARDS, GIB, find_card, peak_dtype
 
@@ -275,8 +277,14 @@ def _measure_or_warn(pl_module: L.LightningModule, batch: Any, trainer: L.Traine
     try:
         if x is None:
             raise TypeError("the batch holds no tensor")
+        model: nn.Module = pl_module
+        if any(isinstance(m, FSDPModule) for m in pl_module.modules()):
+            # trainer=fsdp: the sharded module's forward gathers weights from every rank, and
+            # only rank 0 measures; an unsharded twin on meta tensors has the same FLOPs.
+            with torch.device("meta"):
+                model = rebuild(pl_module)
         # What training_step sees: "-true" precisions cast floating inputs.
-        return step_flops(pl_module, trainer.precision_plugin.convert_input(x))
+        return step_flops(model, trainer.precision_plugin.convert_input(x))
     except Exception as err:  # noqa: BLE001 - any model may fail on meta tensors
         console.warn("throughput: FLOPs not measured, so no FLOP/s or MFU: %s", err)
         return None

@@ -22,10 +22,10 @@ from litforge.checkpointing.store import (
     CheckpointStore,
     Manifest,
     checkpoint_name,
-    sha256_of,
+    digest,
 )
 from litforge.checkpointing.uploader import Uploader
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, LitforgeError
 
 log = logging.getLogger("litforge")
 
@@ -38,6 +38,19 @@ class SaveTiming:
     wall_s: float
     cpu_s: float
     bytes: int
+
+
+def check_all_shards(path: Path, world_size: int, staging_dir: Path) -> None:
+    """A sharded checkpoint (torch distributed checkpoint: `__<rank>_<i>.distcp` per rank)
+    must hold every rank's shard before it is committed."""
+    ranks = {int(f.name[2:].split("_")[0]) for f in path.glob("__*_*.distcp")}
+    missing = sorted(set(range(world_size)) - ranks)
+    if missing:
+        raise LitforgeError(
+            f"the sharded checkpoint {path} lacks the shards of ranks {missing}: they wrote "
+            f"theirs on their own node. With several nodes, checkpoint.staging_dir (now "
+            f"{staging_dir}) or a local checkpoint.dir must be on a filesystem every node shares"
+        )
 
 
 class StoreCheckpoint(L.Callback):
@@ -149,7 +162,9 @@ class StoreCheckpoint(L.Callback):
             return
         metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
         value = float(metric) if metric is not None and math.isfinite(float(metric)) else None
-        manifest = Manifest(name, step, local.stat().st_size, sha256_of(local), value)
+        if local.is_dir():
+            check_all_shards(local, trainer.world_size, self.staging_dir)
+        manifest = Manifest(name, step, *digest(local), value)
         if not self.store.is_local:  # the staged copy is complete: a rerun may upload it
             local.with_name(name + MARKER_SUFFIX).write_text(manifest.to_json())
         self.uploader.submit(local, manifest, after_commit=self._on_commit, block=block)
@@ -201,16 +216,19 @@ class StoreCheckpoint(L.Callback):
         sign = 1.0 if self.mode == "max" else -1.0
         return max(scored, key=lambda m: (sign * m.metric, m.step))
 
-    def best_url(self) -> str | None:
-        """Where the best checkpoint lives in the store (a path for a local store)."""
-        best = self.best()
+    def agreed_best(self, trainer: L.Trainer) -> Manifest | None:
+        """Rank 0's best on every rank: only rank 0 commits uploads, and every rank must
+        test the same checkpoint (a sharded one needs them all)."""
+        return trainer.strategy.broadcast(self.best() if trainer.is_global_zero else None, src=0)
+
+    def best_url(self, best: Manifest | None) -> str | None:
+        """Where `best` lives in the store (a path for a local store)."""
         if best is None:
             return None
         return self.store.path(best.name) if self.store.is_local else f"{self.store}/{best.name}"
 
-    def best_local_path(self) -> Path | None:
-        """The best committed checkpoint as a local file (downloaded if the store is remote)."""
-        best = self.best()
+    def best_local_path(self, best: Manifest | None) -> Path | None:
+        """`best` as a local file or directory (downloaded if the store is remote)."""
         if best is None:
             return None
         return self.store.local_copy(best.name, self.staging_dir, "best")

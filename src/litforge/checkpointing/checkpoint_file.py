@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError
 from litforge.models.base import model_class_name
+
+# What Lightning's ModelParallelStrategy writes beside the shards (strategies/model_parallel.py
+# _METADATA_FILENAME): the loops', callbacks' and hyperparameters' state.
+SHARDED_META = "meta.pt"
 
 
 def fetch(url: str, staging_dir: Path) -> Path:
@@ -28,8 +33,22 @@ def fetch(url: str, staging_dir: Path) -> Path:
         raise ConfigError(f"ckpt_path={url}: no such object") from err
 
 
-def check_resumable(path: Path, model: DictConfig, what: str) -> None:
-    """A checkpoint to resume must load safely and match the configured `model` group."""
+def check_resumable(path: Path, model: DictConfig, what: str, sharded: bool = False) -> None:
+    """A checkpoint to resume must load safely, match the configured `model` group, and be
+    of this run's kind: a directory of shards for a `sharded` (trainer=fsdp) run, else a file.
+    """
+    if path.is_dir() and not sharded:
+        raise ConfigError(
+            f"{what} is a sharded checkpoint (a directory of one file per process, written by "
+            "trainer=fsdp), but this run is not sharded: resume it with trainer=fsdp. "
+            "(eval.py reads it as it is; `python -m litforge.consolidate` makes one file of it)"
+        )
+    if sharded and not path.is_dir():
+        raise ConfigError(
+            f"{what} is a single-file checkpoint (written without trainer=fsdp), but this run "
+            "is sharded (trainer=fsdp): resume it with the trainer it was written by (e.g. "
+            "trainer=ddp), or start a new lineage with resume=never"
+        )
     checkpoint = load(str(path))
     net = OmegaConf.to_container(model.get("net") or {}, resolve=True)
     check_matches(checkpoint, str(model._target_), dict(net), what)  # type: ignore[arg-type]
@@ -40,15 +59,34 @@ def load_weights(module: torch.nn.Module, url: str, staging_dir: Path) -> None:
 
     Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
     """
-    checkpoint = load(str(fetch(url, staging_dir)))
+    local = fetch(url, staging_dir)
+    checkpoint = load(str(local))
     net = dict(getattr(module, "hparams", {}).get("net", {}))
     check_matches(checkpoint, model_class_name(type(module)), net, f"ckpt_path={url}")
-    module.load_state_dict(checkpoint["state_dict"])
+    state = sharded_weights(local) if local.is_dir() else checkpoint["state_dict"]
+    module.load_state_dict(state)
+
+
+def sharded_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The full weights of a sharded checkpoint (trainer=fsdp), gathered in this process."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        single = Path(tmp) / "consolidated.pt"
+        dcp_to_torch_save(path, single)  # one process, no process group
+        return torch.load(single, map_location="cpu", weights_only=True)["state_dict"]
 
 
 def load(path: str) -> dict[str, Any]:
-    """torch.load(weights_only=True): tensors and plain values only, never arbitrary code."""
+    """torch.load(weights_only=True): tensors and plain values only, never arbitrary code.
+
+    A sharded checkpoint's directory: its `meta.pt` (everything but weights and optimizer
+    state, which stay in the shards).
+    """
     file = Path(path)
+    sharded = file.is_dir()
+    if sharded:
+        file = file / SHARDED_META
     if not file.is_file():
         raise ConfigError(f"ckpt_path={path}: no such file")
     try:
@@ -76,7 +114,7 @@ def load(path: str) -> dict[str, Any]:
             f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__}: "
             f"{_first_line(err)})"
         ) from err
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+    if not isinstance(checkpoint, dict) or ("state_dict" not in checkpoint and not sharded):
         raise ConfigError(f"ckpt_path={path} is not a Lightning checkpoint (no state_dict)")
     return checkpoint
 

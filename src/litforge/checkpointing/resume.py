@@ -8,14 +8,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from litforge.checkpointing import checkpoint_file
-from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, sha256_of
+from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, digest, remove
 from litforge.errors import ConfigError, LitforgeError
 
 log = logging.getLogger("litforge")
 
 
 def newest_complete(
-    store: CheckpointStore, staging_dir: Path, model: DictConfig
+    store: CheckpointStore, staging_dir: Path, model: DictConfig, sharded: bool = False
 ) -> tuple[Path, str] | None:
     """The newest checkpoint with a marker and intact bytes, as a local file, and its name;
     it must load safely and come from the configured `model` (ConfigError otherwise).
@@ -33,13 +33,13 @@ def newest_complete(
             log.warning("skipping %s/%s: no completeness marker (interrupted upload?)", store, name)
             continue
         local = store.local_copy(name, staging_dir, "resume")
-        if local.stat().st_size != manifest.bytes or sha256_of(local) != manifest.sha256:
+        if digest(local) != (manifest.bytes, manifest.sha256):
             log.warning(
                 "skipping %s/%s: size or sha256 differs from its marker (corrupt)", store, name
             )
             continue
         what = f"the checkpoint to resume, {store}/{name} (resume=never starts over),"
-        checkpoint_file.check_resumable(local, model, what)
+        checkpoint_file.check_resumable(local, model, what, sharded)
         return local, name
     raise ConfigError(
         f"checkpoints exist at {store} ({', '.join(names)}) but none is complete and intact; "
@@ -63,7 +63,7 @@ def upload_staged(store: CheckpointStore, staging_dir: Path) -> list[str]:
     for marker in sorted(Path(staging_dir).glob(f"step-*.ckpt{MARKER_SUFFIX}")):
         manifest = Manifest.from_json(marker.read_text())
         local = marker.with_name(manifest.name)
-        if not local.is_file() or sha256_of(local) != manifest.sha256:
+        if not local.exists() or digest(local)[1] != manifest.sha256:
             log.warning("staged %s does not match its marker; left where it is", local)
             continue
         remote = committed.get(manifest.name)
@@ -79,6 +79,6 @@ def upload_staged(store: CheckpointStore, staging_dir: Path) -> list[str]:
                     f"({type(err).__name__}); it stays there. Run again once the store answers"
                 ) from err
             uploaded.append(manifest.name)
-        local.unlink()
+        remove(local)
         marker.unlink()
     return uploaded

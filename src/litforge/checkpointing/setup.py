@@ -71,7 +71,8 @@ class StoreCheckpointing(Checkpointing):
             signum = self.preemption.stopped_by
             if not signum:
                 self.saver.finish()
-                return Best(self.saver.best_local_path(), self.saver.best_url())
+                best = self.saver.agreed_best(trainer)
+                return Best(self.saver.best_local_path(best), self.saver.best_url(best))
             staged = None
             try:  # within the grace period: one request's worth of waiting, not the final flush
                 self.saver.finish(timeout_s=self.store.timeout_s)
@@ -116,11 +117,12 @@ def setup(cfg: DictConfig) -> Checkpointing:
     opts = cfg.get("checkpoint")
     staging = Path(opts.staging_dir) if opts else Path(cfg.run_dir) / "checkpoint-staging"
     explicit = cfg.get("ckpt_path")
+    sharded = cfg.trainer.get("strategy") == "fsdp"  # its checkpoints are directories
     if not opts:
         if not explicit:
             return Checkpointing()
         local = checkpoint_file.fetch(explicit, staging)
-        checkpoint_file.check_resumable(local, cfg.model, f"ckpt_path={explicit}")
+        checkpoint_file.check_resumable(local, cfg.model, f"ckpt_path={explicit}", sharded)
         console.info("resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit)
         return Checkpointing(local)
     raw_options = opts.get("storage_options")
@@ -136,7 +138,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
     resumed_name = None
     if explicit:
         ckpt_path = _outside(store, checkpoint_file.fetch(explicit, staging), staging)
-        checkpoint_file.check_resumable(ckpt_path, cfg.model, f"ckpt_path={explicit}")
+        checkpoint_file.check_resumable(ckpt_path, cfg.model, f"ckpt_path={explicit}", sharded)
         _set_aside(store)
         console.info("resuming from ckpt_path=%s", explicit)
     elif cfg.get("resume", "auto") == "never":
@@ -144,7 +146,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
         _set_aside(store)
         console.info("resume=never: starting fresh; checkpoints go to %s", store)
     else:
-        found = resume.newest_complete(store, staging, cfg.model)
+        found = resume.newest_complete(store, staging, cfg.model, sharded)
         ckpt_path, resumed_name = found if found else (None, None)
         if found:
             console.info("resuming from %s/%s", store, resumed_name)
@@ -205,5 +207,8 @@ def _outside(store: CheckpointStore, local: Path, staging: Path) -> Path:
         return local
     copy = download_dir(staging, "explicit") / local.name
     copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(local, copy)
+    if local.is_dir():  # a sharded checkpoint
+        shutil.copytree(local, copy, dirs_exist_ok=True)
+    else:
+        shutil.copyfile(local, copy)
     return copy

@@ -1,6 +1,7 @@
 """A checkpoint directory on any fsspec filesystem, with completeness markers.
 
-A checkpoint `step-00000120.ckpt` counts only once `step-00000120.ckpt.complete` exists:
+A checkpoint `step-00000120.ckpt` (a file, or under trainer=fsdp a directory of one shard
+per process) counts only once `step-00000120.ckpt.complete` exists:
 a JSON manifest (size, sha256, step, monitored metric) written after the upload
 succeeded. A crash mid-upload leaves a file without a marker, which resume skips.
 """
@@ -11,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -46,6 +48,24 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def digest(path: Path) -> tuple[int, str]:
+    """Size and sha256 of a checkpoint: a file, or a sharded checkpoint's directory (its
+    files' relative names and hashes, in order, hashed again)."""
+    if not path.is_dir():
+        return path.stat().st_size, sha256_of(path)
+    files = sorted(f for f in path.rglob("*") if f.is_file())
+    listing = "".join(f"{f.relative_to(path).as_posix()}\0{sha256_of(f)}\n" for f in files)
+    return sum(f.stat().st_size for f in files), hashlib.sha256(listing.encode()).hexdigest()
+
+
+def remove(path: Path) -> None:
+    """Delete a local checkpoint, a file or a sharded checkpoint's directory."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -171,9 +191,15 @@ class CheckpointStore:
             ) from err
 
     def upload(self, local: Path, manifest: Manifest) -> None:
-        """Copy the file (unless it was saved in place), then write its marker: the commit."""
-        if not (self.is_local and Path(self.path(manifest.name)).resolve() == local.resolve()):
-            self.fs.put_file(str(local), self.path(manifest.name))
+        """Copy the checkpoint (unless it was saved in place), then write its marker: the
+        commit. A sharded checkpoint's directory goes file by file."""
+        target = self.path(manifest.name)
+        if not (self.is_local and Path(target).resolve() == local.resolve()):
+            if local.is_dir():
+                for file in sorted(f for f in local.rglob("*") if f.is_file()):
+                    self.fs.put_file(str(file), f"{target}/{file.relative_to(local).as_posix()}")
+            else:
+                self.fs.put_file(str(local), target)
         self.fs.pipe_file(self.path(manifest.name + MARKER_SUFFIX), manifest.to_json().encode())
 
     def local_copy(self, name: str, staging_dir: Path, purpose: str) -> Path:
@@ -183,8 +209,19 @@ class CheckpointStore:
         return self.download(name, download_dir(staging_dir, purpose) / name)
 
     def download(self, name: str, local: Path) -> Path:
+        """A checkpoint to `local`: a file, or a sharded checkpoint's directory."""
         local.parent.mkdir(parents=True, exist_ok=True)
-        self.fs.get_file(self.path(name), str(local))
+        remote = self.path(name)
+        if not self.fs.isdir(remote):
+            self.fs.get_file(remote, str(local))
+            return local
+        remove(local)
+        for file in self.fs.find(remote):
+            relative = file[len(remote.rstrip("/")) + 1 :] if file.startswith(remote) else None
+            if relative is None:  # some backends drop the leading slash or the protocol
+                relative = file.rsplit(f"/{name}/", 1)[-1]
+            (local / relative).parent.mkdir(parents=True, exist_ok=True)
+            self.fs.get_file(file, str(local / relative))
         return local
 
     def names(self) -> list[str]:
@@ -216,7 +253,7 @@ class CheckpointStore:
         # Markers first: a move cut short leaves a checkpoint without its marker behind,
         # which resume skips, never one that counts in both places.
         for name in sorted(ours, key=lambda n: not n.endswith(MARKER_SUFFIX)):
-            self.fs.mv(self.path(name), self.path(f"{folder}/{name}"))
+            self.fs.mv(self.path(name), self.path(f"{folder}/{name}"), recursive=True)
         return f"{self}/{folder}"
 
     def manifests(self) -> list[Manifest]:
@@ -234,5 +271,7 @@ class CheckpointStore:
     def delete(self, name: str) -> None:
         # Marker first: a half-deleted checkpoint must never look complete.
         for path in (self.path(name + MARKER_SUFFIX), self.path(name)):
-            if self.fs.exists(path):
+            if self.fs.isdir(path):  # a sharded checkpoint
+                self.fs.rm(path, recursive=True)
+            elif self.fs.exists(path):
                 self.fs.rm_file(path)

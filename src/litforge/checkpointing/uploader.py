@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from litforge.checkpointing.store import CheckpointStore, Manifest
+from litforge.checkpointing.store import CheckpointStore, Manifest, remove
 from litforge.errors import LitforgeError
 
 log = logging.getLogger("litforge")
@@ -207,7 +207,7 @@ class Uploader:
                 error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
                 continue
             if not self.store.is_local:
-                job.local.unlink(missing_ok=True)
+                remove(job.local)
             with self._lock:
                 if job in self._failed:
                     self._failed.remove(job)

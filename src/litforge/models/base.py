@@ -24,6 +24,16 @@ class LitforgeModule(L.LightningModule):
     """
 
     net: torch.nn.Module
+    # The repeated block of `net` that trainer=fsdp shards one at a time (litforge.fsdp);
+    # None: the model cannot be sharded and trainer=fsdp refuses it.
+    shard_unit: type[torch.nn.Module] | None = None
+
+    def configure_model(self) -> None:
+        mesh = self._device_mesh  # set only by a model-parallel strategy (trainer=fsdp)
+        if mesh is not None:
+            from litforge.fsdp import shard
+
+            shard(self, mesh["data_parallel"])
 
     def poison(self, step: int | None) -> None:
         """`model.poison_step`: multiply the net's output by inf in the training batch of

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from litforge.models.base import LitforgeModule
-from litforge.nets.gpt import GPT, GPTConfig
+from litforge.nets.gpt import GPT, Block, GPTConfig
 
 
 class LanguageModel(LitforgeModule):
@@ -19,6 +19,7 @@ class LanguageModel(LitforgeModule):
     """
 
     consumes = "token windows"  # checked against the DataModule's `provides` before building
+    shard_unit = Block  # trainer=fsdp shards (and gradient_checkpointing recomputes) per block
 
     def __init__(
         self,

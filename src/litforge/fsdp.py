@@ -1,0 +1,94 @@
+"""`trainer=fsdp`: every process holds 1/N of the weights, gradients and optimizer state.
+
+Built on Lightning's `ModelParallelStrategy` with FSDP2 (`torch.distributed.fsdp.fully_shard`)
+rather than its `FSDPStrategy` (FSDP1), because:
+
+* FSDP2 runs on CPU processes over gloo, so the same sharded run is tested here;
+  FSDP1 raises "FSDP needs a non-CPU accelerator device" in torch 2.13, and Lightning's
+  `FSDPStrategy` refuses `accelerator=cpu` before that;
+* FSDP2 keeps every parameter a DTensor of its own shape; FSDP1 flattens them, which would
+  silently change `LitforgeModule.configure_optimizers`' decay groups (chosen by `p.dim()`);
+* its checkpoints are torch distributed checkpoints (DCP): one file per rank plus metadata.
+
+The wrapping unit is the model's `shard_unit` (the GPT's transformer `Block`): each block
+is gathered just before its forward and freed after, so at most one block's full weights
+are held at a time. `model.gradient_checkpointing=true` recomputes those same blocks in the
+backward pass (the net's own per-block `torch.utils.checkpoint`), once: ModelParallelStrategy
+has no checkpointing policy of its own to apply it a second time.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.strategies import ModelParallelStrategy
+from torch import nn
+
+from litforge.ddp import RENDEZVOUS_TIMEOUT_S, BoundedRendezvous
+from litforge.errors import ConfigError
+
+STRATEGY_NAME = "fsdp"  # trainer.strategy=fsdp (conf/trainer/fsdp.yaml)
+
+
+class ShardedStrategy(BoundedRendezvous, ModelParallelStrategy):
+    """Lightning's ModelParallelStrategy as plain FSDP: one data-parallel dimension over every
+    process of every node (no tensor parallelism), sharded checkpoints, and litforge's bounded
+    rendezvous and collectives (litforge.ddp)."""
+
+    def __init__(
+        self,
+        rendezvous_timeout_s: float = RENDEZVOUS_TIMEOUT_S,
+        timeout: datetime.timedelta | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        super().__init__(save_distributed_checkpoint=True, **kwargs)
+        self.rendezvous_timeout_s = rendezvous_timeout_s
+
+    def setup_environment(self) -> None:
+        # Every process is one shard; Lightning's "auto" would shard across nodes only.
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        self._tensor_parallel_size = 1
+        super().setup_environment()
+
+    def _setup_distributed(self) -> None:
+        self._meet(super()._setup_distributed)
+
+
+def is_sharded(strategy: Any) -> bool:
+    """Whether a trainer's strategy writes sharded (directory) checkpoints."""
+    return isinstance(strategy, ShardedStrategy)
+
+
+def check_shardable(module: L.LightningModule) -> None:
+    """Before any process starts: the model must name the block class FSDP wraps."""
+    unit = getattr(module, "shard_unit", None)
+    name = f"{type(module).__module__}.{type(module).__qualname__}"
+    if unit is None:
+        raise ConfigError(
+            f"trainer=fsdp: model={name} names no block class to shard (its `shard_unit` is "
+            "None), so FSDP would gather the whole model at once and save nothing over DDP. "
+            "Use trainer=ddp for it, or set `shard_unit` on the model class to its repeated "
+            "block (as LanguageModel does with litforge.nets.gpt.Block)"
+        )
+    if not any(isinstance(m, unit) for m in module.modules()):
+        raise ConfigError(
+            f"trainer=fsdp: model={name} has no {unit.__qualname__} module (its `shard_unit`) "
+            "to shard; set `shard_unit` to a class its net is built of"
+        )
+
+
+def shard(module: L.LightningModule, mesh: Any) -> None:
+    """fully_shard each `shard_unit` block, then the net around them (idempotent: a
+    trainer.test after fit calls configure_model again)."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    net: nn.Module = module.net
+    if isinstance(net, FSDPModule):
+        return
+    check_shardable(module)
+    for block in [m for m in net.modules() if isinstance(m, module.shard_unit)]:
+        fully_shard(block, mesh=mesh)
+    fully_shard(net, mesh=mesh)
+
