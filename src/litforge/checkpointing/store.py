@@ -212,7 +212,7 @@ class CheckpointStore:
         """A checkpoint to `local`: a file, or a sharded checkpoint's directory."""
         local.parent.mkdir(parents=True, exist_ok=True)
         remote = self.path(name)
-        if not self.fs.isdir(remote):
+        if not self._isdir(remote):
             self.fs.get_file(remote, str(local))
             return local
         remove(local)
@@ -223,6 +223,11 @@ class CheckpointStore:
             (local / relative).parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(file, str(local / relative))
         return local
+
+    def _isdir(self, path: str) -> bool:
+        # Not from s3fs's listing cache: another rank may have written the checkpoint since.
+        self.fs.invalidate_cache(self.root)
+        return self.fs.isdir(path)
 
     def names(self) -> list[str]:
         """Checkpoint file names present (complete or not), oldest step first."""
@@ -271,7 +276,7 @@ class CheckpointStore:
     def delete(self, name: str) -> None:
         # Marker first: a half-deleted checkpoint must never look complete.
         for path in (self.path(name + MARKER_SUFFIX), self.path(name)):
-            if self.fs.isdir(path):  # a sharded checkpoint
+            if self._isdir(path):  # a sharded checkpoint
                 self.fs.rm(path, recursive=True)
             elif self.fs.exists(path):
                 self.fs.rm_file(path)
