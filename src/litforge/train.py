@@ -29,9 +29,16 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     effective_batch = build.effective_batch_size(cfg, trainer)
     tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True)
-    metrics = run_record.floats(trainer.callback_metrics)
-    best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
+    try:
+        trainer.fit(
+            module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True
+        )
+        metrics = run_record.floats(trainer.callback_metrics)
+        best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
+    finally:
+        # A fit that raised in this process (a notebook, a test) leaves the run to the next
+        # call; the CLI's exit would release the locks anyway.
+        checkpoints.release()
     if cfg.get("test", True):
         # The best checkpoint by the monitored metric; without one, the weights in memory.
         results = trainer.test(

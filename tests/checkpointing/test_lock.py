@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import fsspec
+import lightning as L
 import pytest
 
 from litforge.checkpointing.lock import RunLock, RunLocked
@@ -85,3 +87,27 @@ def test_a_second_run_with_the_same_name_stops_with_one_line(tmp_path):
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-3000:]
     assert not (tmp_path / "store" / "twice" / ".litforge-lock").exists()  # released at the end
+
+
+class RaiseAtStep(L.Callback):
+    """A bug in user code: raises inside fit once `step` optimizer steps are done."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError("boom")
+
+
+def test_a_fit_that_raised_releases_the_runs_locks_at_once(make_cfg, tmp_path):
+    """Not only at exit: a notebook's kernel lives on, and another process may take the run."""
+    from litforge.checkpointing.lock import LOCK_NAME
+    from litforge.train import train
+
+    boom = ["+callbacks.boom._target_=tests.checkpointing.test_lock.RaiseAtStep",
+            "+callbacks.boom.step=2"]  # fmt: skip
+    with pytest.raises(RuntimeError, match="boom"):
+        train(make_cfg("debug=limit", "checkpoint.dir=" + str(tmp_path / "store"), *boom))
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    assert not list((tmp_path / "store").rglob(LOCK_NAME))

@@ -43,6 +43,9 @@ class Checkpointing:
         """After fit: the best checkpoint to test (none here: the weights in memory)."""
         return Best()
 
+    def release(self) -> None:
+        """Give up this run's locks (once; also when fit raised)."""
+
 
 class StoreCheckpointing(Checkpointing):
     """Checkpoints on an fsspec store: saves, RNG state, preemption, uploads."""
@@ -80,8 +83,11 @@ class StoreCheckpointing(Checkpointing):
                 staged = str(self.saver.staging_dir)
             raise Preempted(signum, trainer.global_step, str(self.store), staged)
         finally:
-            for lock in self.locks:
-                lock.release()
+            self.release()
+
+    def release(self) -> None:
+        for lock in self.locks:
+            lock.release()
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
