@@ -140,3 +140,18 @@ def test_fsdp_trains_as_ddp_does(tmp_path):
     assert len(expected) == len(got) == 8
     # The same maths in another order (sharded reduce-scatter vs all-reduce): float32 noise.
     assert got == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.slow  # two 2-process runs: ~45 s
+def test_a_preempted_fsdp_run_saves_its_shards_and_the_same_command_resumes(tmp_path):
+    args = [*FSDP, "trainer.max_steps=6", "checkpoint.every_n_train_steps=100"]
+    notice = ["+callbacks.sig._target_=tests.helpers.SignalAtStep", "+callbacks.sig.step=3"]
+    first = helpers.run_entry("train.py", *args, *notice, run_dir=tmp_path / "run")
+    assert first.returncode != 0
+    assert "SIGTERM received: saved a checkpoint at step 3" in first.stderr
+    saved = tmp_path / "run" / "checkpoints" / "step-00000003.ckpt"
+    assert {"__0_0.distcp", "__1_0.distcp"} <= {p.name for p in saved.iterdir()}
+    again = helpers.run_entry("train.py", *args, run_dir=tmp_path / "run")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming from {saved}" in again.stdout
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 6
