@@ -91,4 +91,3 @@ def shard(module: L.LightningModule, mesh: Any) -> None:
     for block in [m for m in net.modules() if isinstance(m, module.shard_unit)]:
         fully_shard(block, mesh=mesh)
     fully_shard(net, mesh=mesh)
-
