@@ -47,9 +47,17 @@ def test_two_processes_shard_the_gpt_and_commit_sharded_checkpoints(fsdp_run):
     assert manifest.step == 4
 
 
-def test_eval_reads_a_sharded_checkpoint_and_consolidate_writes_the_same_weights(
-    fsdp_run, tmp_path
-):
+def test_consolidate_writes_the_sharded_weights_as_one_file(fsdp_run, tmp_path):
+    best = json.loads((fsdp_run / "metrics.json").read_text())["best_checkpoint"]
+    single = torch.load(consolidate(best, tmp_path / "one.ckpt"), weights_only=True)
+    assert_bitwise_equal(checkpoint_file.sharded_weights(Path(best)), single["state_dict"])
+    assert single["litforge_model_class"].endswith("LanguageModel")
+    with pytest.raises(ConfigError, match="single-file checkpoint already"):
+        consolidate(str(tmp_path / "one.ckpt"), tmp_path / "two.ckpt")
+
+
+@pytest.mark.slow  # eval.py in a process of its own: ~15 s
+def test_eval_reads_a_sharded_checkpoint_as_it_is(fsdp_run, tmp_path):
     best = json.loads((fsdp_run / "metrics.json").read_text())["best_checkpoint"]
     evaluated = helpers.run_entry(
         "eval.py", *helpers.TINY_GPT, "model.net.n_layer=2", "trainer.limit_test_batches=2",
@@ -58,12 +66,6 @@ def test_eval_reads_a_sharded_checkpoint_and_consolidate_writes_the_same_weights
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     tested = json.loads((fsdp_run / "metrics.json").read_text())["test/loss"]
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["test/loss"] == tested
-
-    single = torch.load(consolidate(best, tmp_path / "one.ckpt"), weights_only=True)
-    assert_bitwise_equal(checkpoint_file.sharded_weights(Path(best)), single["state_dict"])
-    assert single["litforge_model_class"].endswith("LanguageModel")
-    with pytest.raises(ConfigError, match="single-file checkpoint already"):
-        consolidate(str(tmp_path / "one.ckpt"), tmp_path / "two.ckpt")
 
 
 def test_a_sharded_checkpoint_and_a_sharded_run_refuse_the_other_kind(fsdp_run, make_cfg):
