@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -113,7 +114,7 @@ def make_step(
 
 def build(shape: Shape, device: torch.device, checkpointing: bool = False) -> GPT:
     torch.manual_seed(0)
-    net = GPT(shape.net_config()).to(device)
+    net = GPT(**dataclasses.asdict(shape.net_config())).to(device)
     net.gradient_checkpointing = checkpointing
     return net.train()
 

@@ -17,25 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
-from litforge.nets.cnn import CNN
-from litforge.nets.gpt import GPT, GPTConfig
+from litforge.nets.gpt import GPT
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 def build_net(cfg: DictConfig) -> nn.Module:
     """The plain net of cfg.model, as the LightningModule builds it."""
-    net_kwargs = dict(cfg.model.net)
-    if cfg.model._target_.endswith("Classifier"):
-        net_kwargs["channels"] = tuple(net_kwargs["channels"])
-        return CNN(**net_kwargs)
-    net = GPT(GPTConfig(**net_kwargs))
-    net.gradient_checkpointing = bool(cfg.model.get("gradient_checkpointing", False))
+    net = instantiate(cfg.model.net, _convert_="all")
+    if isinstance(net, GPT):
+        net.gradient_checkpointing = bool(cfg.model.get("gradient_checkpointing", False))
     return net
 
 
@@ -111,7 +108,7 @@ def fit(
         if autocast is not None
         else contextlib.nullcontext()
     )
-    optimizer = adamw(net, dict(cfg.model.optimizer))
+    optimizer = adamw(net, {k: v for k, v in cfg.model.optimizer.items() if not k.startswith("_")})
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_cosine(cfg.model.get("scheduler"), steps)
     )

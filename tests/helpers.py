@@ -106,3 +106,31 @@ class RecordValidations(L.Callback):
             return
         with (Path(trainer.default_root_dir) / "validations.txt").open("a") as f:
             f.write(f"{trainer.global_step}\n")
+
+
+class PoisonStep(L.Callback):
+    """Multiply the module's output by inf in the training batch of global step `step`, so
+    that batch's loss and every gradient are non-finite (what callbacks.numerics catches).
+
+    `+callbacks.poison._target_=tests.helpers.PoisonStep +callbacks.poison.step=K`; works on
+    any LightningModule whose training_step calls `self(...)`.
+    """
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self._trainer: L.Trainer | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._trainer is None:
+            self._trainer = trainer
+            pl_module.register_forward_hook(self._poison)
+
+    def _poison(self, module: Any, args: Any, output: Any) -> Any:
+        if module.training and self._trainer.global_step == self.step:
+            return output * float("inf")
+        return None
+
+
+def poison(step: int) -> list[str]:
+    """The overrides that add PoisonStep at `step` to a run."""
+    return ["+callbacks.poison._target_=tests.helpers.PoisonStep", f"+callbacks.poison.step={step}"]

@@ -16,11 +16,13 @@ from tests.helpers import ROOT
 BARE = ["checkpoint=none", "callbacks=none", "logger=none", "debug=fdr", "trainer=cpu"]
 
 
-def test_bare_run_attaches_no_litforge_callback(make_cfg):
+def test_bare_run_attaches_no_litforge_callback_but_the_model_record(make_cfg):
     cfg = make_cfg(*BARE)
     trainer = build.build_trainer(cfg)
     ours = [type(c).__qualname__ for c in trainer.callbacks if "litforge" in type(c).__module__]
-    assert ours == []
+    # Not a capability: whatever writes a checkpoint (a user's ModelCheckpoint too) must
+    # write one that loads with weights_only=True.
+    assert ours == ["ModelRecord"]
     assert trainer.loggers == []
     metrics = train(cfg)
     assert metrics["best_checkpoint"] is None  # nothing saved: the weights in memory tested

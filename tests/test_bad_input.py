@@ -46,7 +46,7 @@ def bad_files(tmp_path_factory) -> dict[str, Path]:
     torch.save({"state_dict": {}, "payload": Payload()}, files["pickled"])
     files["text"].write_text("not a checkpoint\n")
     torch.save(
-        {"state_dict": {}, "litforge_model_class": GPT, "hyper_parameters": {"net": {}}},
+        {"state_dict": {}, "litforge_model": {"_target_": GPT, "net": {}}},
         files["gpt"],
     )
     return files

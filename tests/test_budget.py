@@ -64,7 +64,7 @@ def test_weights_gradients_optimizer_are_the_real_tensors_bytes(make_cfg, monkey
         assert (row.weights, row.gradients, row.optimizer) == real
         # A large module's copy steps on the meta device instead: the same tensors.
         monkeypatch.setattr(budget_measure, "SMALL_MODULE_BYTES", 0)
-        meta = budget_measure.state_bytes(s.module, precision, CPU)
+        meta = budget_measure.state_bytes(s.module, precision, CPU, s.config)
         monkeypatch.undo()
         assert (meta.weights, meta.gradients, meta.optimizer) == real
     # Mixed precision keeps float32 master weights, gradients and state.

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hydra.errors import MissingConfigException
 
+from litforge import build
 from litforge.checks import check_config
 from litforge.cli import CONF_DIR
 from litforge.errors import ConfigError
@@ -103,8 +104,11 @@ def test_invalid_device_forms_fail(make_cfg, devices):
     ],
 )
 def test_bad_values_name_their_key(make_cfg, override, key):
+    cfg = make_cfg(override)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("+", "")):
-        check_config(make_cfg(override))
+        check_config(cfg)  # litforge's own keys
+        build.build_datamodule(cfg)  # the user's: their constructors decide
+        build.build_module(cfg)
 
 
 def test_experiment_direction_reaches_checkpoint_ranking(make_cfg):

@@ -97,7 +97,10 @@ def test_run_directory_holds_everything_the_readme_lists(make_cfg, tmp_path):
     best = Path(metrics["best_checkpoint"])
     assert best.parent == run_dir / "checkpoints" and best.is_file()
     checkpoint = torch.load(best, weights_only=True)  # no pickled nets or partials
-    assert checkpoint["litforge_model_class"] == "litforge.models.classifier.Classifier"
+    record = checkpoint["litforge_model"]  # the model's config: what eval.py compares
+    assert record["_target_"] == "litforge.models.classifier.Classifier"
+    assert record["net"]["_target_"] == "litforge.nets.cnn.CNN"
+    assert checkpoint["hyper_parameters"]["optimizer"]["_target_"] == "litforge.optim.adamw"
 
 
 def test_same_seed_same_run_other_seed_other_run(make_cfg, tmp_path):

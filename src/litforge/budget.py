@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from litforge import budget_report as report
 from litforge import processes
@@ -32,6 +32,7 @@ from litforge.cli import (
     report_user_errors,
     silence_known_upstream_warnings,
 )
+from litforge.datamodule_facts import batch_size_of, training_samples
 from litforge.errors import ConfigError, LitforgeError
 from litforge.hardware import parse_memory
 
@@ -39,16 +40,23 @@ __all__ = ["device_limit", "from_config", "main", "rows", "saved_bytes", "subjec
 
 
 def subject_of(
-    module, datamodule, batch_size: int, accumulate: int, device: torch.device
+    module,
+    datamodule,
+    accumulate: int,
+    device: torch.device,
+    config: dict[str, Any] | None = None,
 ) -> Subject:
-    """A Subject over a DataModule's training samples (`train_set` after `setup("fit")`)."""
-    samples = getattr(datamodule, "train_set", None)
-    if samples is None:
+    """A Subject over a DataModule's training samples (after `setup("fit")`; see
+    `litforge.datamodule_facts`); `config`: the model group the module was built from."""
+    samples, loader = training_samples(datamodule)
+    batch_size = batch_size_of(datamodule, loader)
+    if batch_size is None or len(samples) < 2:
         raise LitforgeError(
-            f"the memory budget reads training samples from the DataModule's train_set, which "
-            f"{type(datamodule).__name__} does not have after setup('fit')"
+            f"the memory budget needs the micro-batch size and 2 training samples; "
+            f"{type(datamodule).__name__} gives neither a batch_size nor a train_set, and "
+            "its train_dataloader() not a batch of 2 or more"
         )
-    return Subject(module, samples, batch_size, accumulate, device)
+    return Subject(module, samples, batch_size, accumulate, device, config=config)
 
 
 def from_config(cfg: DictConfig) -> Subject:
@@ -62,7 +70,8 @@ def from_config(cfg: DictConfig) -> Subject:
     datamodule.setup("fit")
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    subject = subject_of(module, datamodule, int(cfg.data.batch_size), accumulate, device)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    subject = subject_of(module, datamodule, accumulate, device, model)  # type: ignore[arg-type]
     if cfg.trainer.get("strategy") == "fsdp":
         subject.shards = fsdp_shards(cfg.trainer.get("devices", "auto"), cfg.trainer.num_nodes)
     return subject

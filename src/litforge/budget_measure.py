@@ -11,6 +11,7 @@ it, at 1 and 2 samples and scaled linearly to the micro-batch.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -86,20 +87,33 @@ def has_checkpointing(module: L.LightningModule) -> bool:
     return "gradient_checkpointing" in inspect.signature(type(module).__init__).parameters
 
 
-def rebuild(module: L.LightningModule, **changes: Any) -> L.LightningModule:
-    """A fresh module of the same class from its saved hyperparameters (as
-    `load_from_checkpoint` does, keeping those the constructor takes), with `changes`
-    applied; RNG: the caller forks it."""
+def rebuild(
+    module: L.LightningModule, config: dict[str, Any] | None = None, **changes: Any
+) -> L.LightningModule:
+    """A fresh module of the same kind, with `changes` to its top-level arguments: built
+    from its `config` (the `model` group) when given, else from its saved hyperparameters
+    (as `load_from_checkpoint` does, keeping those the constructor takes), else a copy of
+    `module` itself (when `changes` change nothing). RNG: the caller forks it."""
+    if config is not None:
+        from hydra.utils import instantiate
+
+        return instantiate({**config, **changes}, _convert_="all")
     params = inspect.signature(type(module).__init__).parameters
     anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in {**module.hparams, **changes}.items() if anything or k in params}
     try:
         return type(module)(**kwargs)
     except TypeError as err:
-        raise LitforgeError(
-            f"the memory budget rebuilds {type(module).__name__} from its hyperparameters and "
-            f"could not ({err}); call self.save_hyperparameters() in its __init__"
-        ) from err
+        if any(module.hparams.get(k) != v for k, v in changes.items()):
+            raise LitforgeError(
+                f"the memory budget rebuilds {type(module).__name__} with {changes} and could "
+                f"not ({err}); build it from the model config (train.py does)"
+            ) from err
+    trainer, module._trainer = module._trainer, None  # a copy, not of the whole Trainer
+    try:
+        return copy.deepcopy(module)
+    finally:
+        module._trainer = trainer
 
 
 @dataclass(frozen=True)
@@ -112,13 +126,18 @@ class States:
     optimizers: tuple[str, ...]  # class names, e.g. ("AdamW",)
 
 
-def state_bytes(module: L.LightningModule, precision: str, device: torch.device) -> States:
+def state_bytes(
+    module: L.LightningModule,
+    precision: str,
+    device: torch.device,
+    config: dict[str, Any] | None = None,
+) -> States:
     """From the real tensors: an uninitialised copy in the precision's dtype takes one step
     of the optimizers its own `configure_optimizers` returns. The copy is on the meta
     device (no memory) unless the module is small, where a CPU step is faster."""
     small = sum(p.nbytes for p in module.parameters()) <= SMALL_MODULE_BYTES
     with torch.device("cpu" if small else "meta"), _EmptyInit():
-        copy = precision_plugin(precision, device).convert_module(rebuild(module))
+        copy = precision_plugin(precision, device).convert_module(rebuild(module, config))
     params = list(copy.parameters())
     trainable = [p for p in params if p.requires_grad]
     for p in trainable:
@@ -171,6 +190,7 @@ class Subject:
     device: torch.device
     # trainer=fsdp: processes the weights, gradients and optimizer state are sharded over
     shards: int = 1
+    config: dict[str, Any] | None = None  # the `model` group the module was built from
     _activations: dict[tuple[str, bool | None], tuple[int, int]] = field(default_factory=dict)
     _states: dict[str, States] = field(default_factory=dict)
 
@@ -200,7 +220,7 @@ class Subject:
         changes = {} if checkpointing is None else {"gradient_checkpointing": checkpointing}
         with torch.random.fork_rng(self._rng_devices()):
             with _EmptyInit():  # the weights come from the module: no random init
-                copy = rebuild(self.module, **changes)
+                copy = rebuild(self.module, self.config, **changes)
             copy.load_state_dict(self.module.state_dict())
             copy = plugin.convert_module(copy).to(self.device).train()
             kept = [*copy.parameters(), *copy.buffers()]
@@ -230,7 +250,7 @@ class Subject:
         )
         if kind not in self._states:
             with torch.random.fork_rng(self._rng_devices()):
-                self._states[kind] = state_bytes(self.module, precision, self.device)
+                self._states[kind] = state_bytes(self.module, precision, self.device, self.config)
         return self._states[kind]
 
     def row(

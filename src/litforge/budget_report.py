@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from litforge.budget_measure import Row, Subject, precisions_for
+from litforge.errors import LitforgeError
 from litforge.hardware import CARDS
 from litforge.precision import normalize
 
@@ -151,8 +152,11 @@ def options(subject: Subject, row: Row, limit: Limit) -> list[Option]:
         total = subject.row(mixed, row.checkpointing).total
         found.append(Option(f"precision={mixed}", total, total <= budget))
     if row.checkpointing is False:
-        total = subject.row(row.precision, True).total
-        found.append(Option("model.gradient_checkpointing=true", total, total <= budget))
+        try:
+            total = subject.row(row.precision, True).total
+            found.append(Option("model.gradient_checkpointing=true", total, total <= budget))
+        except LitforgeError:  # a module not built from its config cannot be rebuilt with it
+            pass
     bf16 = "bf16" in row.effective
     cards = [c for c in CARDS if not bf16 or "bfloat16" in c.peak_tflops]
     card = min(

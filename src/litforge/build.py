@@ -1,16 +1,18 @@
 """Config -> objects. Shared by train.py and eval.py so the two never drift apart.
 
 Every callback and logger comes from the config (conf/callbacks, conf/logger); this
-module adds none of its own.
+module adds only `ModelRecord`, which keeps checkpoints loadable with weights_only.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.accelerators import CUDAAccelerator
@@ -18,6 +20,8 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console, processes
+from litforge.checkpointing.model_record import ModelRecord
+from litforge.datamodule_facts import batch_size_of
 from litforge.errors import ConfigError
 from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
@@ -29,42 +33,78 @@ from litforge.precision import (
 
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
-    return _construct(cfg.data, "data")
+    return construct(cfg.data, "data")
 
 
 def build_module(cfg: DictConfig) -> L.LightningModule:
-    # _convert_="all": the module receives plain dicts and lists, so its saved
-    # hyperparameters load with torch.load(weights_only=True).
-    node = OmegaConf.to_container(cfg.model, resolve=True)
-    # model.poison_step (tests of the numerics watch) is every LitforgeModule's, not one
-    # model's constructor argument: LitforgeModule.poison takes it.
-    poison = node.pop("poison_step", None)  # type: ignore[union-attr]
-    module = _construct(OmegaConf.create(node), "model")
+    """The LightningModule of `cfg.model`, its `_target_` children (the net) built first
+    and passed in; its optimizer built once on its parameters to check it is one."""
+    module = construct(cfg.model, "model")
+    check_optimizer(cfg.model, module)
     if cfg.trainer.get("strategy") == "fsdp":  # before any process starts
         from litforge.fsdp import check_shardable
 
         check_shardable(module)
-    if hasattr(module, "poison"):
-        module.poison(poison)
-    elif poison is not None:
-        raise ConfigError(
-            f"model.poison_step={poison}: {type(module).__name__} is not a LitforgeModule "
-            "and cannot be poisoned; use model.poison_step=null"
-        )
     return module
 
 
-def _construct(node: DictConfig, group: str) -> Any:
-    """instantiate(node); a constructor's refusal of its arguments becomes one line."""
+def construct(node: DictConfig, group: str) -> Any:
+    """instantiate(node) with plain dicts and lists (`_convert_="all"`); a constructor's
+    refusal of its arguments becomes one line naming the config path it came from."""
+    plain = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
     try:
-        return instantiate(node, _convert_="all")
+        return instantiate(plain, _convert_="all")
     except InstantiationException as err:
         cause = err.__cause__
         if isinstance(cause, ConfigError):
             raise cause from None
         if isinstance(cause, (ValueError, TypeError)):
-            raise ConfigError(f"{group}={node._target_} refused its arguments: {cause}") from err
+            found = re.search(r"^full_key: (\S+)", str(err), re.MULTILINE)
+            path = f"{group}.{found.group(1)}" if found else group
+            target = OmegaConf.select(plain, found.group(1)) if found else plain
+            raise refusal(path, target, cause) from None
         raise
+
+
+def refusal(path: str, node: Any, cause: Exception) -> ConfigError:
+    """One line for a constructor's ValueError/TypeError: `data.batch_size=0 must be >= 1
+    (litforge.data.digits.DigitsDataModule refused it)` when the message names one of the
+    node's keys, else `path=target refused its arguments: message`."""
+    name = node.get("_target_") if OmegaConf.is_dict(node) or isinstance(node, dict) else None
+    message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    key = re.match(r"(\w+)=", message)
+    if key and key.group(1) in node:
+        return ConfigError(f"{path}.{message} ({name} refused it)")
+    return ConfigError(f"{path}={name} refused its arguments: {message}")
+
+
+def check_optimizer(model: DictConfig, module: L.LightningModule) -> None:
+    """`model.optimizer`, when it is a `_target_` partial, must build a torch.optim
+    Optimizer on the module's parameters, and `model.scheduler` accept it (both built here
+    once, before training, and thrown away)."""
+    node = model.get("optimizer")
+    if not (OmegaConf.is_dict(node) and "_target_" in node and node.get("_partial_")):
+        return
+    factory = construct(node, "model.optimizer")
+    params = [p for p in module.parameters() if p.requires_grad]
+    try:
+        built = factory(params=params or [torch.nn.Parameter(torch.zeros(1))])
+    except (ValueError, TypeError) as err:
+        raise refusal("model.optimizer", node, err) from None
+    if not isinstance(built, torch.optim.Optimizer):
+        raise ConfigError(
+            f"model.optimizer._target_={node._target_} built a {type(built).__name__}, not a "
+            "torch.optim.Optimizer; name an optimizer class (torch.optim.SGD) or a function "
+            "that returns one"
+        )
+    scheduler = model.get("scheduler")
+    if OmegaConf.is_dict(scheduler) and "_target_" in scheduler and scheduler.get("_partial_"):
+        try:
+            construct(scheduler, "model.scheduler")(built)
+        except ValueError as err:
+            raise refusal("model.scheduler", scheduler, err) from None
+        except TypeError:
+            pass  # it takes arguments the module passes itself (total_steps, ...)
 
 
 def _instantiate_each(group: DictConfig | None) -> list[Any]:
@@ -109,7 +149,11 @@ def build_trainer(
         kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), plugin]
         kwargs["precision"] = None  # Lightning refuses both; the plugin says 16-mixed
     loggers = build_loggers(cfg)
-    callbacks = [*build_callbacks(cfg), *extra_callbacks]
+    record = ModelRecord(
+        OmegaConf.to_container(cfg.model, resolve=True),  # type: ignore[arg-type]
+        OmegaConf.to_container(cfg.data, resolve=True),  # type: ignore[arg-type]
+    )
+    callbacks = [*build_callbacks(cfg), *extra_callbacks, record]
     # Lightning raises for both; the config stays composable with logger=none or
     # trainer.enable_progress_bar=false instead.
     if not loggers:
@@ -140,12 +184,25 @@ def effective_precision(trainer: L.Trainer) -> str:
     return str(trainer.precision)
 
 
-def effective_batch_size(cfg: DictConfig, trainer: L.Trainer) -> int:
-    """Samples per optimizer step, said once and given to every logger as a hyperparameter."""
-    size = cfg.data.batch_size * trainer.accumulate_grad_batches * trainer.world_size
+def effective_batch_size(
+    cfg: DictConfig, trainer: L.Trainer, datamodule: L.LightningDataModule
+) -> int | None:
+    """Samples per optimizer step, said once and given to every logger as a hyperparameter;
+    the micro-batch is the DataModule's `batch_size` (or `hparams.batch_size`, or
+    `data.batch_size`). None, and one line saying so, when it has none."""
+    micro = batch_size_of(datamodule)
+    if micro is None and isinstance(cfg.data.get("batch_size"), int):
+        micro = int(cfg.data.batch_size)
+    if micro is None:
+        console.info(
+            "effective batch size unknown: %s has no batch_size attribute or hyperparameter",
+            type(datamodule).__name__,
+        )
+        return None
+    size = micro * trainer.accumulate_grad_batches * trainer.world_size
     console.info(
-        "effective batch size %d = data.batch_size %d x accumulate_grad_batches %d x %d processes",
-        size, cfg.data.batch_size, trainer.accumulate_grad_batches, trainer.world_size,
+        "effective batch size %d = batch_size %d x accumulate_grad_batches %d x %d processes",
+        size, micro, trainer.accumulate_grad_batches, trainer.world_size,
     )  # fmt: skip
     for logger in trainer.loggers:
         logger.log_hyperparams({"effective_batch_size": size})

@@ -1,7 +1,9 @@
 """Config checks that run before anything is built, so bad input never starts training.
 
-Per-key types and ranges come from `litforge.schema.RULES`; the checks here are the ones
-that look at several keys or at the machine.
+litforge's own keys have their types and ranges in `litforge.schema.RULES`; the user's
+groups are checked against the signatures of the `_target_`s they name
+(`litforge.targets`); the checks here are the ones that look at several keys or at the
+machine.
 """
 
 from __future__ import annotations
@@ -9,11 +11,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from litforge import schema
+from litforge import schema, targets
 from litforge.errors import ConfigError
 
 
@@ -23,6 +24,7 @@ def check_config(cfg: DictConfig) -> None:
     _check_trainer_keys(plain["trainer"])
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={_show(value)} is invalid; {reason}")
+    check_targets(plain)
     _check_model_fits_data(plain)
     _check_something_to_rank(plain)
     accelerator = str(plain["trainer"].get("accelerator", "auto"))
@@ -34,6 +36,21 @@ def check_config(cfg: DictConfig) -> None:
                 f"trainer.accelerator={accelerator} but no CUDA GPU is visible; "
                 "use trainer=cpu (or trainer=default, which picks what is there)"
             )
+
+
+def check_targets(plain: dict[str, Any]) -> None:
+    """Every `_target_` node of the user's groups against its signature; the model's
+    optimizer and scheduler must be partials (the module calls them)."""
+    for group in ("data", "model"):
+        if not isinstance(plain.get(group), dict) or "_target_" not in plain[group]:
+            raise ConfigError(
+                f"{group} has no _target_: pick a {group}= option or give "
+                f"{group}._target_=your_package.YourClass"
+            )
+    targets.require_partial(plain["model"].get("optimizer"), "model.optimizer", "the parameters")
+    targets.require_partial(plain["model"].get("scheduler"), "model.scheduler", "the optimizer")
+    for group in ("data", "model", "callbacks", "logger"):
+        targets.check_tree(plain.get(group), group)
 
 
 def _show(value: Any) -> str:
@@ -77,11 +94,8 @@ def _check_model_fits_data(cfg: dict[str, Any]) -> None:
         )
 
 
-def _class_of(node: dict[str, Any], key: str) -> type:
-    try:
-        return get_class(node["_target_"])
-    except Exception as err:  # noqa: BLE001 - Hydra wraps import errors in its own type
-        raise ConfigError(f"{key}._target_={node['_target_']} cannot be imported") from err
+def _class_of(node: dict[str, Any], key: str) -> Any:
+    return targets.locate(node, key)
 
 
 def _check_something_to_rank(cfg: dict[str, Any]) -> None:

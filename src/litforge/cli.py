@@ -25,6 +25,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from litforge import launchers, multirun
+from litforge.config_search import CONF_DIR, group_options
 from litforge.errors import ConfigError, LitforgeError
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
@@ -34,11 +35,6 @@ Recipe = Callable[[DictConfig], dict[str, Any]]
 OmegaConf.register_new_resolver(
     "litforge.first", lambda *args: next((a for a in args if a is not None), None), replace=True
 )
-
-# conf/ at the project root. An absolute path, because Hydra resolves a relative
-# config_path against the calling *module* (litforge.cli -> a `conf` package) when the
-# entry point lives in a package.
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
@@ -59,7 +55,7 @@ def entry_point(recipe: Recipe, config_name: str) -> Callable[[], None]:
         silence_known_upstream_warnings()
         with report_user_errors():
             check_output_dir(sys.argv[1:])
-            check_group_choices(sys.argv[1:])
+            check_group_choices(sys.argv[1:], config_name)
             launchers.agree_on_stamp(sys.argv[1:])  # torchrun / srun ranks: one run dir
         hydra_main()
 
@@ -122,22 +118,26 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def check_group_choices(overrides: list[str]) -> None:
+def check_group_choices(overrides: list[str], config_name: str = "train") -> None:
     """`logger=bogus`: one line naming the group and its options, where Hydra would print a
-    block with its search path. Only plain choices of a conf/ directory are checked; sweeps
-    (`a,b`, `choice(...)`) and Hydra's own groups (`hydra/launcher=...`) are left to Hydra."""
+    block with its search path. Options come from every directory on Hydra's search path
+    (conf/ and `hydra.searchpath`); sweeps (`a,b`, `choice(...)`) and Hydra's own groups
+    (`hydra/launcher=...`) are left to Hydra."""
+    found = group_options(config_name, overrides)  # a search path that does not exist: one line
     for item in overrides:
         key, sep, value = item.partition("=")
         group, value = key.lstrip("+~"), value.strip("'\"")
-        folder = Path(CONF_DIR) / group
-        if not sep or not group or "/" in group or "@" in group or not folder.is_dir():
+        if not sep or not group or "/" in group or "@" in group or "." in group:
             continue
         if value in ("", "null") or any(c in value for c in ",()[]{}"):
             continue
-        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        if found is None or not found.is_group(group):
+            continue
+        options = found.options(group)
         if value not in options:
             raise ConfigError(
-                f"{group}={value} is not an option of conf/{group}/: {', '.join(options)}"
+                f"{group}={value} is not an option of {', '.join(found.places(group))}: "
+                f"{', '.join(options)}"
             )
 
 

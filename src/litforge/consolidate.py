@@ -24,7 +24,7 @@ from litforge.errors import ConfigError
 
 KEPT = (
     "hyper_parameters",
-    "litforge_model_class",
+    "litforge_model",
     "pytorch-lightning_version",
     "epoch",
     "global_step",

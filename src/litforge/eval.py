@@ -21,7 +21,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     run_dir = Path(cfg.run_dir)
     module = build.build_module(cfg)
     datamodule = build.build_datamodule(cfg)
-    checkpointing.load_weights(module, str(cfg.ckpt_path), run_dir / "downloaded")
+    checkpointing.load_weights(module, cfg.model, str(cfg.ckpt_path), run_dir / "downloaded")
     if cfg.sample.prompt is not None and not (
         hasattr(module, "sample") and hasattr(datamodule, "decode")
     ):

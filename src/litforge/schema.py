@@ -1,9 +1,12 @@
-"""What every config key accepts: one table, checked before anything is built.
+"""What litforge's own config keys accept: one table, checked before anything is built.
 
+Only the keys litforge itself reads (the run, trainer, checkpoint, processes, precision):
+the user's groups (`model`, `data`, and `_target_` objects in callbacks and loggers) are
+checked against the signatures of what they build (litforge.targets), never here.
 A table rather than Hydra structured configs: those check types only, during composition,
 and fail with Hydra's multi-line error; ranges, "what would be valid" and one-line errors
 need code anyway. `tests/test_schema.py` composes every option of every group and fails
-when a key has no rule here, so a new key cannot land without one.
+when one of litforge's keys has no rule here.
 """
 
 from __future__ import annotations
@@ -39,31 +42,6 @@ RULES: dict[str, Rule] = {
     "sample.max_new_tokens": Int(1),
     "sample.temperature": Num(0.0, open_lo=True),
     "sample.top_k": Int(1, null=True),
-    # conf/data
-    "data._target_": Text(),
-    "data.*_size": Int(1),  # batch_size, val_size, test_size
-    "data.*_seed": Int(0),
-    "data.shuffle": Bool(),
-    "data.num_workers": Int(0),
-    "data.block_size": Int(1),
-    "data.train_fraction": Num(0.0, 1.0, open_lo=True, open_hi=True),
-    "data.val_fraction": Num(0.0, 1.0, open_hi=True),
-    # conf/model
-    "model._target_": Text(),
-    "model.net.channels": ListOf(Int(1)),
-    "model.net.dropout": Num(0.0, 1.0, open_hi=True),
-    "model.net.bias": Bool(),
-    "model.net.num_classes": Int(2),
-    "model.net.*": Int(1),  # sizes: in_channels, image_size, hidden, vocab, layers, heads, ...
-    "model.optimizer.lr": Num(0.0, open_lo=True),
-    "model.optimizer.betas": ListOf(Num(0.0, 1.0, open_hi=True), length=2),
-    "model.optimizer.eps": Num(0.0, open_lo=True),
-    "model.optimizer.weight_decay": Num(0.0),
-    "model.scheduler": Free(),  # null, or the two keys below
-    "model.scheduler.warmup_steps": Int(0),
-    "model.scheduler.min_lr_ratio": Num(0.0, 1.0),
-    "model.gradient_checkpointing": Bool(),
-    "model.poison_step": Int(0, null=True),  # for testing the numerics watch
     # conf/trainer: lightning.Trainer's arguments
     "trainer.accelerator": OneOf(("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
     "trainer.strategy": Free(),  # Lightning names the valid strategies itself
@@ -144,9 +122,20 @@ def rule_for(key: str) -> Rule | None:
     return None
 
 
+# The groups whose keys belong to the user's code: their signatures decide.
+USER_GROUPS = ("model", "data")
+
+
+def litforge_leaves(config: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """leaves() of every key litforge reads (the user's groups left out)."""
+    for key, value in config.items():
+        if key not in USER_GROUPS:
+            yield from leaves({key: value})
+
+
 def problems(config: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
     """(key, value, what is valid) for each value its rule refuses, in config order."""
-    for key, value in leaves(config):
+    for key, value in litforge_leaves(config):
         rule = rule_for(key)
         if rule is not None and (reason := rule.problem(value)) is not None:
             yield key, value, reason

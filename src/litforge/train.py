@@ -26,7 +26,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tracking.keep_ids(checkpoints, run_dir)
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)
-    effective_batch = build.effective_batch_size(cfg, trainer)
+    effective_batch = build.effective_batch_size(cfg, trainer, datamodule)
     tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
     try:

@@ -1,5 +1,5 @@
-"""The numerics watch (callbacks.numerics) in real runs: a batch poisoned with
-`model.poison_step` under each policy, what it logs, how often it reads the device, and
+"""The numerics watch (callbacks.numerics) in real runs: a batch poisoned by
+`tests.helpers.PoisonStep` under each policy, what it logs, how often it reads the device, and
 16-mixed with a real GradScaler (on CPU: torch has one; litforge builds it only on CUDA)."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from litforge import build, precision
 from litforge.callbacks.numerics import NumericsFault
 from litforge.errors import ConfigError
 from litforge.train import train
-from tests.helpers import TINY_GPT, run_entry
+from tests.helpers import TINY_GPT, poison, run_entry
 
 CNN = ["experiment=digits_cnn", "trainer.max_steps=4", "test=false", "trainer.limit_val_batches=1"]
 HERE = "tests.callbacks.test_numerics"
 RECORD = f"+callbacks.record._target_={HERE}.RecordSteps"
+POISON = poison(2)
 STOPPED = ("non-finite loss at step 2: skipped it, saved a checkpoint at step 3 to {} and stopped "
            "(callbacks.numerics.policy=stop). Try the fixes listed above; the same command "
            "resumes from that checkpoint")  # fmt: skip
@@ -71,13 +72,12 @@ def finite_weights(checkpoint: Path) -> bool:
 # -- the policies ------------------------------------------------------------------------------
 def test_stop_saves_a_checkpoint_that_resumes_and_raises(make_cfg, tmp_path):
     with pytest.raises(NumericsFault) as caught:
-        train(make_cfg(*CNN, "model.poison_step=2"))
+        train(make_cfg(*CNN, *POISON))
     assert caught.value.exit_code == 65
     run_dir = tmp_path / "run"
     assert str(caught.value) == STOPPED.format(run_dir / "checkpoints")
     saved = run_dir / "checkpoints" / "step-00000003.ckpt"
     assert (saved.parent / (saved.name + ".complete")).is_file() and finite_weights(saved)
-    assert torch.load(saved, weights_only=True)["hyper_parameters"]["poison_step"] == 2
     # The run's lock is held until this process exits: resume from the file (see below).
     metrics = train(make_cfg(*CNN, f"ckpt_path={saved}", run_dir=tmp_path / "resumed"))
     assert metrics["global_step"] == 4 and math.isfinite(metrics["val/loss"])
@@ -87,7 +87,7 @@ def test_stop_saves_a_checkpoint_that_resumes_and_raises(make_cfg, tmp_path):
 def test_stop_exits_65_with_a_checkpoint_the_same_command_resumes(make_cfg, tmp_path, caplog):
     run_dir = tmp_path / "run"
     args = [*CNN, "run_name=poisoned"]
-    result = run_entry("train.py", *args, "model.poison_step=2", run_dir=run_dir)
+    result = run_entry("train.py", *args, *POISON, run_dir=run_dir)
     assert result.returncode == 65, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: " + STOPPED.format(run_dir / "checkpoints")]
@@ -102,7 +102,7 @@ def test_stop_exits_65_with_a_checkpoint_the_same_command_resumes(make_cfg, tmp_
 
 @pytest.mark.slow
 def test_ddp_ranks_stop_together(tmp_path):
-    run_dir, args = tmp_path / "run", [*CNN, "trainer.devices=2", "model.poison_step=2"]
+    run_dir, args = tmp_path / "run", [*CNN, "trainer.devices=2", *POISON]
     result = run_entry("train.py", *args, run_dir=run_dir)
     assert result.returncode == 65, result.stderr[-3000:]
     assert "error: " + STOPPED.format(run_dir / "checkpoints") in result.stderr.splitlines()
@@ -111,9 +111,7 @@ def test_ddp_ranks_stop_together(tmp_path):
 
 def test_skip_leaves_that_step_out_and_trains_on(make_cfg, caplog):
     with caplog.at_level(logging.WARNING):
-        metrics = train(
-            make_cfg(*CNN, "model.poison_step=2", "callbacks.numerics.policy=skip", RECORD)
-        )
+        metrics = train(make_cfg(*CNN, *POISON, "callbacks.numerics.policy=skip", RECORD))
     record = RecordSteps.last
     for step in range(4):
         pairs = zip(record.before[step], record.after[step], strict=True)
@@ -133,7 +131,7 @@ def test_warn_reports_once_trains_on_and_finds_where_activations_overflow(make_c
     overrides = [*TINY_GPT, "trainer.max_steps=5", "test=false", "trainer.limit_val_batches=1"]
     with caplog.at_level(logging.INFO):
         metrics = train(
-            make_cfg(*overrides, "model.poison_step=2", "callbacks.numerics.policy=warn",
+            make_cfg(*overrides, *POISON, "callbacks.numerics.policy=warn",
                      "callbacks.numerics.activations=true")
         )  # fmt: skip
     assert metrics["global_step"] == 5  # went on
@@ -236,7 +234,7 @@ def test_scaler_skips_are_normal_and_logged(cpu_scaler, make_cfg, tmp_path, capl
 def test_scaler_stop_saves_the_state_after_the_skipped_step(cpu_scaler, make_cfg, tmp_path):
     with pytest.raises(NumericsFault, match=r"^non-finite loss at step 2: skipped it, saved a "
                        r"checkpoint at step 4 to "):  # fmt: skip
-        train(make_cfg(*cpu_scaler, "model.poison_step=2", "precision.init_scale=1024"))
+        train(make_cfg(*cpu_scaler, *POISON, "precision.init_scale=1024"))
     path = tmp_path / "run" / "checkpoints" / "step-00000004.ckpt"
     # Read a step late (no sync of its own): steps 0, 1 and 3 applied, the poisoned step 2
     # skipped by the scaler, whose scale halved once; Lightning saved its state.
@@ -276,7 +274,7 @@ def test_on_cuda_reads_are_as_designed_and_16_mixed_reports_the_scaler(reads, ma
     mixed = (*gpu, "precision=16-mixed")  # build.py's GradScaler plugin
     assert reads(base=mixed) == reads("callbacks.numerics=null", base=mixed)
     overrides = [*TINY_GPT, "trainer=gpu", "precision=16-mixed", "precision.init_scale=1024",
-                 "model.poison_step=2", "trainer.max_steps=6", "test=false"]  # fmt: skip
+                 *POISON, "trainer.max_steps=6", "test=false"]  # fmt: skip
     with caplog.at_level(logging.WARNING), pytest.raises(NumericsFault, match="^non-finite loss"):
         train(make_cfg(*overrides))
     assert "GradScaler: loss scale 1024, optimizer steps skipped so far 1" in messages(caplog)

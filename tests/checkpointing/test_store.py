@@ -13,8 +13,9 @@ from litforge.checkpointing import resume
 from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
 from litforge.errors import ConfigError
 
+CNN = "litforge.nets.cnn.CNN"
 MODEL = OmegaConf.create(
-    {"_target_": "litforge.models.classifier.Classifier", "net": {"hidden": 8}}
+    {"_target_": "litforge.models.classifier.Classifier", "net": {"_target_": CNN, "hidden": 8}}
 )
 
 
@@ -25,8 +26,7 @@ def newest(store: CheckpointStore, tmp_path: Path):
 def put_checkpoint(store: CheckpointStore, tmp_path: Path, step: int, marker: bool = True) -> Path:
     local = tmp_path / checkpoint_name(step)
     checkpoint = {"state_dict": {"w": torch.full((4,), float(step))}, "global_step": step,
-                  "litforge_model_class": MODEL._target_,
-                  "hyper_parameters": {"net": {"hidden": 8}}}  # fmt: skip
+                  "litforge_model": OmegaConf.to_container(MODEL)}  # fmt: skip
     torch.save(checkpoint, local)
     manifest = Manifest(local.name, step, local.stat().st_size, sha256_of(local))
     if marker:
@@ -92,7 +92,7 @@ def test_complete_checkpoint_with_pickled_object_is_refused(store, tmp_path):
 def test_a_checkpoint_of_another_model_is_refused(store, tmp_path):
     put_checkpoint(store, tmp_path, 5)
     other = OmegaConf.create(
-        {"_target_": "litforge.models.classifier.Classifier", "net": {"hidden": 9}}
+        {"_target_": "litforge.models.classifier.Classifier", "net": {"_target_": CNN, "hidden": 9}}
     )
     with pytest.raises(ConfigError, match=r"was trained with model.net.hidden=8.*hidden=9"):
         resume.newest_complete(store, tmp_path / "staging", other)

@@ -69,8 +69,8 @@ def test_train_then_eval_round_trip(tmp_path):
     [
         (["trainer.devices=0"], "error: trainer.devices=0 is invalid; must be an integer >= 1"),
         (["trainer.accumulate_grad_batches=0"], "error: trainer.accumulate_grad_batches=0"),
-        (["model.optimizer.lr=-0.1"], "error: model.optimizer.lr=-0.1 is invalid"),
-        (["data.batch_size=-8"], "error: data.batch_size=-8 is invalid"),
+        (["model.optimizer.lr=-0.1"], "error: model.optimizer.lr=-0.1 must be > 0"),
+        (["data.batch_size=-8"], "error: data.batch_size=-8 must be >= 1"),
         (["model=gpt"], "model=gpt reads block_size from data=text"),
     ],
 )

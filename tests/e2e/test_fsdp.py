@@ -51,7 +51,7 @@ def test_consolidate_writes_the_sharded_weights_as_one_file(fsdp_run, tmp_path):
     best = json.loads((fsdp_run / "metrics.json").read_text())["best_checkpoint"]
     single = torch.load(consolidate(best, tmp_path / "one.ckpt"), weights_only=True)
     assert_bitwise_equal(checkpoint_file.sharded_weights(Path(best)), single["state_dict"])
-    assert single["litforge_model_class"].endswith("LanguageModel")
+    assert single["litforge_model"]["_target_"].endswith("LanguageModel")
     with pytest.raises(ConfigError, match="single-file checkpoint already"):
         consolidate(str(tmp_path / "one.ckpt"), tmp_path / "two.ckpt")
 

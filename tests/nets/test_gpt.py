@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from litforge.nets.gpt import GPT, GPTConfig
+from litforge.nets.gpt import GPT
 
 CFG = dict(vocab_size=128, block_size=32, n_layer=3, n_head=2, n_embd=32, dropout=0.1)
 
 
 def test_shapes_tied_embeddings_and_scaled_residual_init():
     torch.manual_seed(0)
-    net = GPT(GPTConfig(**CFG))
+    net = GPT(**CFG)
     idx = torch.randint(0, 128, (2, 16))
     assert net(idx).shape == (2, 16, 128)
     assert net.lm_head.weight is net.wte.weight
@@ -26,7 +26,7 @@ def test_shapes_tied_embeddings_and_scaled_residual_init():
 
 def test_attention_is_causal():
     torch.manual_seed(0)
-    net = GPT(GPTConfig(**CFG)).eval()
+    net = GPT(**CFG).eval()
     idx = torch.randint(0, 128, (1, 16))
     changed = idx.clone()
     changed[0, 10] = (changed[0, 10] + 1) % 128
@@ -37,7 +37,7 @@ def test_attention_is_causal():
 
 def _loss_grads_and_saved_bytes(checkpointing: bool):
     torch.manual_seed(0)
-    net = GPT(GPTConfig(**CFG))
+    net = GPT(**CFG)
     net.gradient_checkpointing = checkpointing
     idx = torch.randint(0, 128, (4, 32))
     saved = 0

@@ -14,7 +14,8 @@ from litforge import budget_report as report
 from litforge import console
 from litforge.budget import device_limit, subject_of
 from litforge.budget_measure import Row
-from litforge.errors import ConfigError
+from litforge.checkpointing.model_record import model_config
+from litforge.errors import ConfigError, LitforgeError
 from litforge.fsdp import is_sharded
 from litforge.rules import Bool, Int
 
@@ -72,17 +73,25 @@ class MemoryBudget(L.Callback):
     def _check(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str | None:
         """Estimate and log; the error message when it does not fit and that is enforced."""
         datamodule = trainer.datamodule
-        if datamodule is None or not hasattr(datamodule, "batch_size"):
-            console.warn("memory budget: skipped (it needs a DataModule with a batch_size)")
+        if datamodule is None:
+            console.warn(f"memory budget: skipped (it needs a DataModule); {KEY}=null hides this")
             return None
         device = trainer.strategy.root_device
-        subject = subject_of(
-            pl_module, datamodule, datamodule.batch_size, trainer.accumulate_grad_batches, device
-        )
-        if is_sharded(trainer.strategy):
-            subject.shards = trainer.world_size
         limit = device_limit(device, self.device_memory, f"{KEY}.device_memory")
-        self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
+        try:
+            subject = subject_of(
+                pl_module,
+                datamodule,
+                trainer.accumulate_grad_batches,
+                device,
+                model_config(trainer),
+            )
+            if is_sharded(trainer.strategy):
+                subject.shards = trainer.world_size
+            self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
+        except LitforgeError as err:  # the user's code lacks what it measures with: skip
+            console.warn(f"memory budget: skipped ({err}); {KEY}=null hides this")
+            return None
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the measurement's blocks go back before training
         _show(subject, row, limit)

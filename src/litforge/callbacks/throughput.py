@@ -42,6 +42,7 @@ from torch.func import functional_call
 
 from litforge import console
 from litforge.budget_measure import rebuild
+from litforge.checkpointing.model_record import model_config
 from litforge.errors import ConfigError
 from litforge.hardware import CARDS, GIB, find_card, peak_dtype
 
@@ -282,7 +283,7 @@ def _measure_or_warn(pl_module: L.LightningModule, batch: Any, trainer: L.Traine
             # trainer=fsdp: the sharded module's forward gathers weights from every rank, and
             # only rank 0 measures; an unsharded twin on meta tensors has the same FLOPs.
             with torch.device("meta"):
-                model = rebuild(pl_module)
+                model = rebuild(pl_module, model_config(trainer))
         # What training_step sees: "-true" precisions cast floating inputs.
         return step_flops(model, trainer.precision_plugin.convert_input(x))
     except Exception as err:  # noqa: BLE001 - any model may fail on meta tensors

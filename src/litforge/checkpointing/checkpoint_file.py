@@ -12,9 +12,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError
-from litforge.models.base import model_class_name
+from litforge.schema import leaves
 
 # What Lightning's ModelParallelStrategy writes beside the shards (strategies/model_parallel.py
 # _METADATA_FILENAME): the loops', callbacks' and hyperparameters' state.
@@ -50,21 +51,28 @@ def check_resumable(path: Path, model: DictConfig, what: str, sharded: bool = Fa
             "trainer=ddp), or start a new lineage with resume=never"
         )
     checkpoint = load(str(path))
-    net = OmegaConf.to_container(model.get("net") or {}, resolve=True)
-    check_matches(checkpoint, str(model._target_), dict(net), what)  # type: ignore[arg-type]
+    check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
 
 
-def load_weights(module: torch.nn.Module, url: str, staging_dir: Path) -> None:
-    """Fetch, check and load a checkpoint's weights into `module` (eval.py's one call).
+def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_dir: Path) -> None:
+    """Fetch, check against the configured `model` and load a checkpoint's weights into
+    `module` (eval.py's one call).
 
     Casts as needed: a bf16-true checkpoint evaluates in float32 and vice versa.
     """
     local = fetch(url, staging_dir)
     checkpoint = load(str(local))
-    net = dict(getattr(module, "hparams", {}).get("net", {}))
-    check_matches(checkpoint, model_class_name(type(module)), net, f"ckpt_path={url}")
+    what = f"ckpt_path={url}"
+    check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
     state = sharded_weights(local) if local.is_dir() else checkpoint["state_dict"]
-    module.load_state_dict(state)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as err:  # missing / unexpected keys, size mismatches
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:4])
+        raise ConfigError(
+            f"{what} does not fit model={model._target_}: {detail or err}; configure the model "
+            "it was trained with"
+        ) from None
 
 
 def sharded_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -123,23 +131,35 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-def check_matches(
-    checkpoint: dict[str, Any], expected: str, configured: dict[str, Any], what: str
-) -> None:
-    """The checkpoint must come from the `expected` model class (`model._target_`) with the
-    same net shape (`configured`: the model.net keys). `what` names it in the error."""
-    found = checkpoint.get("litforge_model_class")
-    if found != expected:
+def check_matches(checkpoint: dict[str, Any], configured: dict[str, Any], what: str) -> None:
+    """The checkpoint's model (its `litforge_model` record) must be the configured one: the
+    same `model._target_`, and the same keys in every built part (`_target_` nodes that are
+    not partials, such as the net); optimizer and schedule may differ. A checkpoint without
+    the record (not written by litforge) is left to `load_state_dict`. `what` names it."""
+    saved = checkpoint.get(RECORD_KEY)
+    if not isinstance(saved, dict):
+        return
+    if saved.get("_target_") != configured.get("_target_"):
         raise ConfigError(
-            f"{what} holds a {found or 'non-litforge'} checkpoint, but model= "
-            f"configures {expected}; pass the model/experiment it was trained with "
+            f"{what} holds a {saved.get('_target_')} checkpoint, but model= configures "
+            f"{configured.get('_target_')}; pass the model/experiment it was trained with "
             "(e.g. experiment=gpt_char)"
         )
-    saved = checkpoint.get("hyper_parameters", {}).get("net", {})
-    differing = sorted(k for k in set(saved) | set(configured) if saved.get(k) != configured.get(k))
-    if differing:
-        key = differing[0]
-        raise ConfigError(
-            f"{what} was trained with model.net.{key}={saved.get(key)}, but the "
-            f"config has model.net.{key}={configured.get(key)} (differing: {', '.join(differing)})"
-        )
+    for part in sorted(set(_built_parts(saved)) | set(_built_parts(configured))):
+        old = dict(leaves(saved.get(part) or {}, f"model.{part}"))
+        new = dict(leaves(configured.get(part) or {}, f"model.{part}"))
+        differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if differing:
+            key = differing[0]
+            raise ConfigError(
+                f"{what} was trained with {key}={old.get(key)}, but the config has "
+                f"{key}={new.get(key)} (differing: {', '.join(differing)})"
+            )
+
+
+def _built_parts(model: dict[str, Any]) -> list[str]:
+    """Keys of `model` whose value is built from a `_target_` (not a partial): the net."""
+    return [
+        k for k, v in model.items()
+        if isinstance(v, dict) and "_target_" in v and not v.get("_partial_", False)
+    ]  # fmt: skip

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from litforge.data.loaders import SplitDataModule
+from litforge.data.loaders import SplitDataModule, at_least
 from litforge.errors import ConfigError
 
 N_IMAGES = 1797  # len(sklearn.datasets.load_digits().target)
@@ -37,6 +37,7 @@ class DigitsDataModule(SplitDataModule):
             shuffle=shuffle,
             num_workers=num_workers,
         )
+        at_least(val_size=(val_size, 1), test_size=(test_size, 1), split_seed=(split_seed, 0))
         if val_size + test_size >= N_IMAGES:
             raise ConfigError(
                 f"data.val_size={val_size} + data.test_size={test_size} leave no training "

@@ -51,6 +51,13 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> Stateful
     )
 
 
+def at_least(**checked: tuple[int, int]) -> None:
+    """`name=(value, lowest)`: a ValueError for the first value below its lowest."""
+    for name, (value, lowest) in checked.items():
+        if value < lowest:
+            raise ValueError(f"{name}={value} must be >= {lowest}")
+
+
 class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
@@ -62,6 +69,9 @@ class SplitDataModule(L.LightningDataModule):
         self, *, batch_size: int, shuffle_seed: int, shuffle: bool, num_workers: int
     ) -> None:
         super().__init__()
+        at_least(
+            batch_size=(batch_size, 1), shuffle_seed=(shuffle_seed, 0), num_workers=(num_workers, 0)
+        )
         self.batch_size = batch_size
         self.shuffle_seed = shuffle_seed
         self.shuffle = shuffle

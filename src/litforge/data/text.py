@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
-from litforge.data.loaders import SplitDataModule
+from litforge.data.loaders import SplitDataModule, at_least
 from litforge.errors import ConfigError
 
 VOCAB_SIZE = 128
@@ -75,6 +75,7 @@ class TextDataModule(SplitDataModule):
             shuffle=shuffle,
             num_workers=num_workers,
         )
+        at_least(block_size=(block_size, 1))
         if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
             raise ConfigError(
                 f"data.train_fraction={train_fraction} + data.val_fraction={val_fraction} "

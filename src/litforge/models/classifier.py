@@ -1,35 +1,42 @@
-"""Image classification: cross-entropy loss and accuracy around `litforge.nets.cnn.CNN`."""
+"""Image classification: cross-entropy loss and accuracy around a net that maps images to
+class logits (conf/model/cnn.yaml: `litforge.nets.cnn.CNN`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+from torch import nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
-from litforge.models.base import LitforgeModule
-from litforge.nets.cnn import CNN
+from litforge.models.base import LitforgeModule, OptimizerFactory, SchedulerFactory
 
 
 class Classifier(LitforgeModule):
-    """net: keyword arguments of `CNN`; optimizer, scheduler: see `LitforgeModule`."""
+    """net: images -> logits; num_classes: its number of outputs (None: `net.num_classes`).
+    optimizer, scheduler, scheduler_interval: see `LitforgeModule`."""
 
     consumes = "labelled images"  # checked against the DataModule's `provides` before building
 
     def __init__(
         self,
-        net: dict[str, Any],
-        optimizer: dict[str, Any],
-        scheduler: dict[str, Any] | None = None,
+        net: nn.Module,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        scheduler_interval: str = "step",
+        num_classes: int | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        self.net = CNN(**net)
-        num_classes = self.net.head[-1].out_features
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.save_hyperparameters(logger=False, ignore=["net"])
+        self.net = net
+        classes = num_classes if num_classes is not None else getattr(net, "num_classes", None)
+        if not isinstance(classes, int) or classes < 2:
+            raise ValueError(
+                f"num_classes={classes}: give the net's number of classes (an integer >= 2), "
+                "or a net with a num_classes attribute"
+            )
+        self.train_acc = MulticlassAccuracy(classes, average="micro")
+        self.val_acc = MulticlassAccuracy(classes, average="micro")
+        self.test_acc = MulticlassAccuracy(classes, average="micro")
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(images)

@@ -1,21 +1,23 @@
-"""Next-token prediction around `litforge.nets.gpt.GPT`; the loss is in nats per token."""
+"""Next-token prediction around a net that maps token ids to logits (conf/model/gpt.yaml:
+`litforge.nets.gpt.GPT`); the loss is in nats per token."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from litforge.models.base import LitforgeModule
-from litforge.nets.gpt import GPT, Block, GPTConfig
+from litforge.models.base import LitforgeModule, OptimizerFactory, SchedulerFactory
+from litforge.nets.gpt import Block
 
 
 class LanguageModel(LitforgeModule):
-    """net: the fields of `GPTConfig`; optimizer, scheduler: see `LitforgeModule`.
+    """net: (B, T) ids -> (B, T, vocab) logits; optimizer, scheduler, scheduler_interval:
+    see `LitforgeModule`.
 
     gradient_checkpointing: recompute each transformer block in the backward pass,
-    trading about one extra forward for activation memory.
+    trading about one extra forward for activation memory (the net must have a
+    `gradient_checkpointing` attribute, as `litforge.nets.gpt.GPT` does).
     """
 
     consumes = "token windows"  # checked against the DataModule's `provides` before building
@@ -23,15 +25,22 @@ class LanguageModel(LitforgeModule):
 
     def __init__(
         self,
-        net: dict[str, Any],
-        optimizer: dict[str, Any],
-        scheduler: dict[str, Any] | None = None,
+        net: nn.Module,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        scheduler_interval: str = "step",
         gradient_checkpointing: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        self.net = GPT(GPTConfig(**net))
-        self.net.gradient_checkpointing = gradient_checkpointing
+        self.save_hyperparameters(logger=False, ignore=["net"])
+        self.net = net
+        if gradient_checkpointing:
+            if not hasattr(net, "gradient_checkpointing"):
+                raise ValueError(
+                    f"gradient_checkpointing=true: {type(net).__name__} has no "
+                    "gradient_checkpointing attribute to switch on"
+                )
+            net.gradient_checkpointing = True
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.net(idx)

@@ -17,12 +17,28 @@ class CNN(nn.Module):
         self,
         in_channels: int = 1,
         image_size: int = 8,
-        channels: tuple[int, int] = (32, 64),
+        channels: list[int] | tuple[int, int] = (32, 64),
         hidden: int = 128,
         num_classes: int = 10,
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
+        if len(channels) != 2:
+            raise ValueError(f"channels={list(channels)} must be two sizes, e.g. [32, 64]")
+        if min(channels) < 1:
+            raise ValueError(f"channels={list(channels)} must be sizes >= 1")
+        for name, value in {
+            "in_channels": in_channels,
+            "image_size": image_size,
+            "hidden": hidden,
+        }.items():
+            if value < 1:
+                raise ValueError(f"{name}={value} must be >= 1")
+        if num_classes < 2:
+            raise ValueError(f"num_classes={num_classes} must be >= 2")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} must be >= 0 and < 1")
+        self.num_classes = num_classes
         c1, c2 = channels
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, c1, kernel_size=3, padding=1),

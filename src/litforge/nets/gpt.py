@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass
 class GPTConfig:
-    """The net's shape: conf/model/gpt.yaml's `net:` keys."""
+    """The net's shape, as its blocks read it (GPT takes the same fields as arguments)."""
 
     vocab_size: int = 128
     block_size: int = 128
@@ -78,9 +78,29 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, config: GPTConfig) -> None:
+    """The fields of `GPTConfig` as keyword arguments (conf/model/gpt.yaml's `net:` keys);
+    `GPT(**dataclasses.asdict(config))` builds one from a GPTConfig."""
+
+    def __init__(
+        self,
+        vocab_size: int = 128,
+        block_size: int = 128,
+        n_layer: int = 4,
+        n_head: int = 4,
+        n_embd: int = 128,
+        dropout: float = 0.1,
+        bias: bool = False,
+    ) -> None:
         super().__init__()
-        self.config = cfg = config
+        for name, value in (("vocab_size", vocab_size), ("block_size", block_size),
+                            ("n_layer", n_layer), ("n_head", n_head), ("n_embd", n_embd)):  # fmt: skip
+            if value < 1:
+                raise ValueError(f"{name}={value} must be >= 1")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} must be >= 0 and < 1")
+        self.config = cfg = GPTConfig(
+            vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias
+        )
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)

@@ -15,56 +15,74 @@ optimized_mode: min
 """
 
 MODEL_CONF = """\
-# __MODEL__ (__PKG__.models.__NAME__): fill in the net's sizes your data needs.
+# __MODEL__ (__PKG__.models.__NAME__): fill in the net's sizes your data needs. Each
+# `_target_` node's keys are checked against its constructor before training.
 _target_: __PKG__.models.__NAME__.__MODEL__
-net:                   # keyword arguments of the net built in __MODEL__.__init__
+net:                   # built first, passed to __MODEL__ as a module
+  _target_: __PKG__.models.__NAME__.MLP
   in_features: 64      # 1 x 8 x 8 images, flattened
   hidden: 64
   num_classes: 10
-optimizer:             # keyword arguments of torch.optim.AdamW
+  activation: relu
+optimizer:             # any torch.optim optimizer, called with the parameters
+  _target_: torch.optim.AdamW
+  _partial_: true
   lr: 3.0e-3
-  betas: [0.9, 0.999]
-  eps: 1.0e-8
   weight_decay: 1.0e-4
-scheduler: null        # or {warmup_steps: N, min_lr_ratio: R}
-poison_step: null      # for testing the numerics watch (set by __PKG__.build)
+scheduler: null        # or {_target_: torch.optim.lr_scheduler.StepLR, _partial_: true, step_size: 1}
+scheduler_interval: epoch  # step | epoch
 """
 
 MODEL = '''\
-"""__MODEL__: experiment __NAME__'s LightningModule (loss, metrics; AdamW and the LR schedule
-come from __BASE__)."""
+"""__MODEL__: experiment __NAME__'s LightningModule (loss, metrics) around its net; the
+optimizer and LR schedule are config (conf/model/__NAME__.yaml), built by __BASE__."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from __PKG__.models.base import __BASE__
+from __PKG__.models.base import __BASE__, OptimizerFactory, SchedulerFactory
+
+
+class MLP(nn.Module):
+    """TODO: your net (a plain nn.Module, e.g. in __PKG__/nets/) in place of this one."""
+
+    def __init__(
+        self, in_features: int, hidden: int, num_classes: int, activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        acts = {"relu": nn.ReLU, "gelu": nn.GELU}
+        if activation not in acts:
+            raise ValueError(f"activation={activation!r}: one of {', '.join(acts)}")
+        self.layers = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(in_features, hidden),
+            acts[activation](),
+            nn.Linear(hidden, num_classes),
+        )
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.layers(inputs)
 
 
 class __MODEL__(__BASE__):
-    """net: the net's sizes (conf/model/__NAME__.yaml); optimizer, scheduler: see __BASE__."""
+    """net: inputs -> logits; optimizer, scheduler, scheduler_interval: see __BASE__."""
 
     consumes = "labelled images"  # must equal the DataModule's `provides`
 
     def __init__(
         self,
-        net: dict[str, Any],
-        optimizer: dict[str, Any],
-        scheduler: dict[str, Any] | None = None,
+        net: nn.Module,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        scheduler_interval: str = "epoch",
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()  # plain dicts only: checkpoints load with weights_only
-        # TODO: your net (a plain nn.Module, e.g. in __PKG__/nets/) in place of this MLP.
-        self.net = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(net["in_features"], net["hidden"]),
-            nn.ReLU(),
-            nn.Linear(net["hidden"], net["num_classes"]),
-        )
+        # The partials stay in hparams; checkpoints store them as their config.
+        self.save_hyperparameters(logger=False, ignore=["net"])
+        self.net = net
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.net(inputs)
