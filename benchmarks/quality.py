@@ -57,7 +57,7 @@ def run_experiment(experiment: str, budget_s: float) -> tuple[dict[str, float], 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, module = build.build_datamodule(cfg), build.build_module(cfg)
     budget = CpuTimeBudget(budget_s)
-    trainer = build.build_trainer(cfg, [budget])  # with the configured callbacks and loggers
+    trainer = build.build_trainer(cfg, [budget], datamodule)  # configured callbacks, loggers
     trainer.fit(module, datamodule=datamodule)
     metrics = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
     shutil.rmtree(run_dir, ignore_errors=True)

@@ -134,3 +134,17 @@ class PoisonStep(L.Callback):
 def poison(step: int) -> list[str]:
     """The overrides that add PoisonStep at `step` to a run."""
     return ["+callbacks.poison._target_=tests.helpers.PoisonStep", f"+callbacks.poison.step={step}"]
+
+
+class RecordShard(L.Callback):
+    """Each rank writes the dataset indices its training sampler yields in the first epoch,
+    and the sampler's type, to run_dir/shards/rank{R}.json."""
+
+    def on_train_epoch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.current_epoch != 0:
+            return
+        sampler = trainer.train_dataloader.sampler
+        record = {"sampler": type(sampler).__name__, "indices": [int(i) for i in sampler]}
+        out = Path(trainer.default_root_dir) / "shards" / f"rank{trainer.global_rank}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record))

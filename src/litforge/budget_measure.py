@@ -142,7 +142,7 @@ def state_bytes(
     trainable = [p for p in params if p.requires_grad]
     for p in trainable:
         p.grad = torch.zeros_like(p)
-    optimizers, _, _ = _configure_optimizers(copy.configure_optimizers())
+    optimizers = _optimizers_of(copy, trainable, config)
     state = 0
     for optimizer in optimizers:
         optimizer.step()
@@ -154,6 +154,26 @@ def state_bytes(
         state,
         tuple(type(o).__name__ for o in optimizers),
     )
+
+
+def _optimizers_of(
+    module: L.LightningModule, params: list[torch.nn.Parameter], config: dict[str, Any] | None
+) -> list[torch.optim.Optimizer]:
+    """The optimizers the module's `configure_optimizers` returns; for one that needs its
+    Trainer (lightning-hydra-template's `self.trainer.model.parameters()`), the config's
+    `optimizer` partial built on the parameters."""
+    try:
+        return _configure_optimizers(module.configure_optimizers())[0]
+    except Exception as err:  # noqa: BLE001 - any user code outside a Trainer
+        node = (config or {}).get("optimizer")
+        if not (isinstance(node, dict) and node.get("_partial_")):
+            raise LitforgeError(
+                f"{type(module).__name__}.configure_optimizers() fails outside a Trainer "
+                f"({type(err).__name__}: {err}) and model.optimizer is no _partial_ to build"
+            ) from err
+        from hydra.utils import instantiate
+
+        return [instantiate(node, _convert_="all")(params=params)]
 
 
 @dataclass(frozen=True)

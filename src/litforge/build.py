@@ -134,13 +134,19 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
 
 
 def build_trainer(
-    cfg: DictConfig, extra_callbacks: Sequence[L.Callback] = (), **overrides: Any
+    cfg: DictConfig,
+    extra_callbacks: Sequence[L.Callback] = (),
+    datamodule: L.LightningDataModule | None = None,
+    **overrides: Any,
 ) -> L.Trainer:
     """Trainer(**cfg.trainer) with the configured callbacks and loggers (plus
     `extra_callbacks`), after checking the precision against the hardware; sets the
-    precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler."""
+    precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler.
+    `datamodule` decides `use_distributed_sampler: null` (see conf/trainer/default.yaml)."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
+    if kwargs.get("use_distributed_sampler") is None:
+        kwargs["use_distributed_sampler"] = not getattr(datamodule, "shards_itself", False)
     processes.prepare(cfg, kwargs)  # how many processes, how they meet and end
     apply_matmul_precision(cfg)
     plugin = scaler_plugin(cfg, str(kwargs.get("accelerator", "auto")))

@@ -31,7 +31,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         )
     run_record.write_start(run_dir, cfg)
 
-    trainer = build.build_trainer(cfg, enable_checkpointing=False)
+    trainer = build.build_trainer(cfg, datamodule=datamodule, enable_checkpointing=False)
     results = trainer.test(module, datamodule=datamodule, verbose=console.interactive())
     metrics = run_record.floats(results[0])
     metrics.update(

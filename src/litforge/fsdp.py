@@ -65,6 +65,13 @@ def check_shardable(module: L.LightningModule) -> None:
     """Before any process starts: the model must name the block class FSDP wraps."""
     unit = getattr(module, "shard_unit", None)
     name = f"{type(module).__module__}.{type(module).__qualname__}"
+    if type(module).configure_model is L.LightningModule.configure_model:
+        raise ConfigError(
+            f"trainer=fsdp: model={name} is a plain LightningModule, whose configure_model "
+            "shards nothing. Subclass litforge.models.base.LitforgeModule (its `net` and "
+            "`shard_unit`, the repeated block, are what FSDP shards), write a configure_model "
+            "that calls torch's fully_shard, or use trainer=ddp"
+        )
     if unit is None:
         raise ConfigError(
             f"trainer=fsdp: model={name} names no block class to shard (its `shard_unit` is "

@@ -22,7 +22,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module = build.build_module(cfg)
     run_dir = Path(cfg.run_dir)
     tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
-    trainer = build.build_trainer(cfg, checkpoints.callbacks)
+    trainer = build.build_trainer(cfg, checkpoints.callbacks, datamodule)
     tracking.keep_ids(checkpoints, run_dir)
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)

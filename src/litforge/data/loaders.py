@@ -61,6 +61,10 @@ def at_least(**checked: tuple[int, int]) -> None:
 class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
+    # Its train loader builds its own DistributedSampler: Lightning must not replace it
+    # (litforge.build reads this for trainer.use_distributed_sampler=null).
+    shards_itself = True
+
     train_set: Dataset | None = None
     val_set: Dataset | None = None
     test_set: Dataset | None = None

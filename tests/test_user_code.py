@@ -1,0 +1,142 @@
+"""A user's own code through litforge: a plain LightningModule and DataModule written the
+lightning-hydra-template way (tests/user_project), a net with str/float/bool/list keys,
+SGD + StepLR as `_partial_` targets, its config directory on Hydra's search path."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from litforge import build
+from litforge import train as train_entry
+from litforge.cli import check_group_choices
+from litforge.errors import ConfigError
+from litforge.eval import evaluate
+from litforge.train import train
+from tests.helpers import ROOT, run_entry
+from tests.test_bad_input import assert_one_line_error, run
+
+USER_CONF = ROOT / "tests" / "user_project" / "conf"
+SEARCH = f"hydra.searchpath=[file://{USER_CONF}]"
+USER = [SEARCH, "model=lht_mlp", "data=lht_digits", "trainer=cpu",
+        "trainer.limit_train_batches=5", "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2"]  # fmt: skip
+NET = "tests.user_project.nets.MLP"
+
+
+def newest_checkpoint(run_dir: Path) -> Path:
+    return sorted((run_dir / "checkpoints").glob("step-*.ckpt"))[-1]
+
+
+def test_user_module_trains_resumes_with_its_schedule_and_evaluates(make_cfg, tmp_path):
+    run_dir = tmp_path / "run"
+    first = train(make_cfg(*USER, "trainer.max_epochs=2", "run_name=u", "test=false",
+                           run_dir=run_dir))  # fmt: skip
+    assert first["global_step"] == 10
+    resumed = train(make_cfg(*USER, "trainer.max_epochs=4", "run_name=u", run_dir=run_dir))
+    whole = train(make_cfg(*USER, "trainer.max_epochs=4", run_dir=tmp_path / "whole"))
+    assert resumed["global_step"] == whole["global_step"] == 20
+    assert resumed["val/loss"] == whole["val/loss"]  # resumed at an epoch's end: bitwise
+    for name in ("run", "whole"):
+        saved = torch.load(newest_checkpoint(tmp_path / name), weights_only=True)
+        # StepLR(step_size=1, gamma=0.5) stepped once an epoch, across the resume too.
+        assert saved["lr_schedulers"][0]["last_epoch"] == 4
+        assert saved["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(0.1 / 16)
+        # The partials the module keeps in hparams are stored as their config.
+        assert saved["hyper_parameters"]["optimizer"]["_target_"] == "torch.optim.SGD"
+        assert saved["litforge_model"]["net"]["activation"] == "gelu"
+    assert 0.0 <= resumed["test/acc"] <= 1.0
+    ckpt = newest_checkpoint(run_dir)
+    metrics = evaluate(make_cfg(*USER, f"ckpt_path={ckpt}", config_name="eval",
+                                run_dir=tmp_path / "eval"))  # fmt: skip
+    assert metrics["test/acc"] == pytest.approx(whole["test/acc"], abs=0.2)
+    with pytest.raises(ConfigError, match=r"trained with model.net.hidden_sizes=\[64, 32\]"):
+        evaluate(make_cfg(*USER, f"ckpt_path={ckpt}", "model.net.hidden_sizes=[16]",
+                          config_name="eval", run_dir=tmp_path / "eval2"))  # fmt: skip
+
+
+# (arguments, what the one line says). Each fails before training starts.
+USER_CASES = [
+    (["+model.net.activaton=relu"],
+     f"model.net.activaton is not an argument of {NET} (it takes: in_features, hidden_sizes, "
+     "num_classes, activation, norm_eps, use_norm); did you mean model.net.activation?"),
+    (["+model.optimizer.momentm=0.9"], "did you mean model.optimizer.momentum?"),
+    (["~model.net.in_features"], f"model.net: {NET} requires in_features"),
+    (["model.net._target_=my_lab.MLP"], "model.net._target_=my_lab.MLP cannot be imported (module my_lab"),
+    (["model.optimizer._target_=builtins.dict"], "built a dict, not a torch.optim.Optimizer"),
+    (["~model.scheduler._partial_"], "needs model.scheduler._partial_=true"),
+    (["model.net.activation=swish"], f"model.net.activation='swish' must be one of relu, gelu, tanh ({NET} refused it)"),
+    (["model.net.norm_eps=abc"], f"model.net.norm_eps=abc is invalid; {NET} takes a number"),
+    (["model.net.hidden_sizes=[a]"], "model.net.hidden_sizes=['a'] is invalid; "),
+    (["model.net.use_norm=3"], "model.net.use_norm=3 is invalid"),
+    (["+data.batchsize=8"], "data.batchsize is not an argument of tests.user_project.datamodule.DigitsDataModule"),
+    (["model=nope"], f"model=nope is not an option of conf/model/, file://{USER_CONF}/model/: cnn, gpt, lht_mlp"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "line"), USER_CASES, ids=[" ".join(a) for a, _ in USER_CASES])
+def test_bad_input_in_user_code_is_one_line(tmp_path, capfd, args, line):
+    run_dir = tmp_path / "run"
+    code, out, err = run(train_entry.main, [*USER, *args], run_dir, capfd)
+    assert_one_line_error(code, out, err, line)
+    assert not run_dir.exists()
+
+
+def test_a_search_path_entry_that_does_not_exist_is_one_line(tmp_path, capfd):
+    args = ["hydra.searchpath=[file:///nonexistent/conf]", "model=lht_mlp"]
+    code, out, err = run(train_entry.main, args, tmp_path / "run", capfd)
+    assert_one_line_error(code, out, err, "hydra.searchpath entry /nonexistent/conf does not exist")
+
+
+def test_package_search_path_composes_and_lists_its_options(make_cfg):
+    pkg = "hydra.searchpath=[pkg://tests.user_project.conf]"
+    cfg = make_cfg(pkg, "model=lht_mlp", "data=lht_digits")
+    assert cfg.model.net._target_ == NET and cfg.data.batch_size == 32
+    check_group_choices([pkg, "model=lht_mlp"])
+    with pytest.raises(ConfigError, match=r"pkg://tests.user_project.conf/data/: digits, "):
+        check_group_choices([pkg, "data=nope"])
+
+
+def test_ddp_gives_each_rank_a_disjoint_shard_of_a_plain_datamodule(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*USER, "trainer.devices=2", "trainer.max_epochs=1", "test=false",
+            "+callbacks.shard._target_=tests.helpers.RecordShard"]  # fmt: skip
+    result = run_entry("train.py", *args, run_dir=run_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((run_dir / "shards" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert {r["sampler"] for r in ranks} == {"DistributedSampler"}  # Lightning's, not none
+    first, second = (set(r["indices"]) for r in ranks)
+    # 1,197 samples: every one trained on once; DistributedSampler pads the odd one out.
+    assert len(first | second) == 1197 and len(first & second) == 1
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["effective_batch_size"] == 64  # 32 per process x 2
+
+
+def test_fsdp_refuses_a_plain_module_in_one_line(make_cfg):
+    with pytest.raises(ConfigError, match=r"trainer=fsdp: model=tests.user_project"):
+        build.build_module(make_cfg(*USER, "trainer=fsdp"))
+
+
+def test_an_optuna_sweep_over_the_users_own_keys(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    command = [sys.executable, "train.py", "-m", *USER, "hparams_search=lht_optuna",
+               "trainer.max_epochs=2", "test=false", f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
+    env = {**os.environ, "CI": "1"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(sweep_dir / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["state"] for r in rows] == ["COMPLETE"] * 3
+    assert len({r["model.net.activation"] + r["model.net.norm_eps"] for r in rows}) == 3
+    for row in rows:  # each trial trained with its own values
+        config = yaml.safe_load((sweep_dir / row["number"] / ".hydra" / "config.yaml").read_text())
+        assert config["model"]["net"]["activation"] == row["model.net.activation"]
+        assert config["model"]["net"]["norm_eps"] == pytest.approx(float(row["model.net.norm_eps"]))
