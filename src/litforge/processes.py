@@ -171,9 +171,15 @@ def _plain_ddp(strategy: Any) -> bool:
 
 
 def _launcher_pid() -> int | None:
-    """The pid of the launcher that started this rank; None in a launcher or any other process."""
+    """The pid of the launcher that started this rank; None in a launcher or any other process.
+
+    A torchrun worker (TORCHELASTIC_RUN_ID) was started by torchrun's agent, which ends its
+    workers itself: a LAUNCHER_PID it inherited belongs to some process that ran litforge
+    before launching torchrun (a notebook, a test session), not to its launcher."""
     pid = os.environ.get(LAUNCHER_PID)
     if pid is None or int(pid) == os.getpid() or os.environ.get("LOCAL_RANK", "0") == "0":
+        return None
+    if "TORCHELASTIC_RUN_ID" in os.environ:
         return None
     return int(pid)
 

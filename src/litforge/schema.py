@@ -91,6 +91,7 @@ RULES: dict[str, Rule] = {
     "checkpoint.storage_options*": Free(),  # the fsspec filesystem's own keyword arguments
     "checkpoint.staging_dir": Text(),
     # conf/precision: GradScaler and matmul settings (issue 12, numerics)
+    "precision.optimizer_eps": Num(0.0, open_lo=True),  # conf/model's optimizer eps
     "precision.matmul": OneOf(("highest", "high", "medium")),  # torch.set_float32_matmul_precision
     "precision.init_scale": Num(0.0, open_lo=True),
     "precision.growth_factor": Num(1.0, open_lo=True),

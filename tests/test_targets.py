@@ -1,0 +1,58 @@
+"""litforge.targets: a `_target_` node against its signature and annotations."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+import torch
+
+from litforge.errors import ConfigError
+from litforge.targets import check_node, conforms
+
+
+@pytest.mark.parametrize(
+    ("hint", "good", "bad"),
+    [
+        (int, [0, -3], [1.5, True, "1", None]),
+        (float, [1, 0.5], ["x", False, None]),
+        (bool, [True], [1, "true"]),
+        (str, ["gelu"], [1, None]),
+        (list[int], [[], [1, 2]], [[1.5], "1,2", 3]),
+        (tuple[float, float], [[0.9, 0.999]], [[0.9], [0.9, "x"]]),
+        (int | None, [None, 3], ["x"]),
+        (Literal["step", "epoch"], ["step"], ["steps"]),
+        (dict[str, int], [{"a": 1}], [[1]]),
+    ],
+)
+def test_conforms_accepts_and_refuses(hint, good, bad):
+    assert [v for v in good if conforms(v, hint) is not True] == []
+    assert [v for v in bad if conforms(v, hint) is not False] == []
+
+
+def test_what_a_config_value_cannot_be_checked_against_is_left_alone():
+    assert conforms({"a": 1}, torch.nn.Module) is None
+    assert conforms(3, torch.nn.Module | None) is None
+
+
+def make(width: int, *, act: str = "relu", **extra) -> None:
+    """A target with **kwargs: any key is an argument."""
+
+
+def test_a_target_with_var_keywords_takes_any_key_but_still_needs_its_required_ones():
+    check_node({"_target_": f"{__name__}.make", "width": 2, "anything": 1}, "model.net")
+    check_node({"_target_": f"{__name__}.make", "_partial_": True}, "model.net")  # caller gives it
+    with pytest.raises(ConfigError, match=r"^model.net: tests.test_targets.make requires width"):
+        check_node({"_target_": f"{__name__}.make"}, "model.net")
+    with pytest.raises(ConfigError, match=r"^model.net.act=1 is invalid; .* takes a string$"):
+        check_node({"_target_": f"{__name__}.make", "width": 2, "act": 1}, "model.net")
+
+
+def test_a_nested_target_counts_as_given_and_a_typo_gets_its_close_match():
+    adamw = {"_target_": "litforge.optim.adamw", "_partial_": True}
+    classifier = {"_target_": "litforge.models.classifier.Classifier",
+                  "net": {"_target_": "litforge.nets.cnn.CNN"}, "optimizer": adamw}  # fmt: skip
+    check_node(classifier, "model")  # net and optimizer are nodes: given, and not type-checked
+    with pytest.raises(ConfigError, match="did you mean model.optimizer.momentum"):
+        check_node({"_target_": "torch.optim.SGD", "_partial_": True, "momentm": 0.9},
+                   "model.optimizer")  # fmt: skip
