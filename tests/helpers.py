@@ -109,11 +109,12 @@ class RecordValidations(L.Callback):
 
 
 class PoisonStep(L.Callback):
-    """Multiply the module's output by inf in the training batch of global step `step`, so
+    """Multiply the net's output by inf in the training batch of global step `step`, so
     that batch's loss and every gradient are non-finite (what callbacks.numerics catches).
 
-    `+callbacks.poison._target_=tests.helpers.PoisonStep +callbacks.poison.step=K`; works on
-    any LightningModule whose training_step calls `self(...)`.
+    `+callbacks.poison._target_=tests.helpers.PoisonStep +callbacks.poison.step=K`; hooks
+    the module's `net` (litforge's and lightning-hydra-template's modules have one, and the
+    latter call `self.forward`, which module hooks do not see), else the module itself.
     """
 
     def __init__(self, step: int) -> None:
@@ -123,7 +124,7 @@ class PoisonStep(L.Callback):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._trainer is None:
             self._trainer = trainer
-            pl_module.register_forward_hook(self._poison)
+            getattr(pl_module, "net", pl_module).register_forward_hook(self._poison)
 
     def _poison(self, module: Any, args: Any, output: Any) -> Any:
         if module.training and self._trainer.global_step == self.step:

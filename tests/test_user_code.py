@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from litforge.cli import check_group_choices
 from litforge.errors import ConfigError
 from litforge.eval import evaluate
 from litforge.train import train
-from tests.helpers import ROOT, run_entry
+from tests.helpers import ROOT, poison, run_entry
 from tests.test_bad_input import assert_one_line_error, run
 
 USER_CONF = ROOT / "tests" / "user_project" / "conf"
@@ -78,7 +80,8 @@ USER_CASES = [
     (["model.net.hidden_sizes=[a]"], "model.net.hidden_sizes=['a'] is invalid; "),
     (["model.net.use_norm=3"], "model.net.use_norm=3 is invalid"),
     (["+data.batchsize=8"], "data.batchsize is not an argument of tests.user_project.datamodule.DigitsDataModule"),
-    (["model=nope"], f"model=nope is not an option of conf/model/, file://{USER_CONF}/model/: cnn, gpt, lht_mlp"),
+    (["model=nope"], f"model=nope is not an option of conf/model/, file://{USER_CONF}/model/: "
+     + ", ".join(sorted(p.stem for d in (ROOT / "conf", USER_CONF) for p in (d / "model").glob("*.yaml")))),
 ]  # fmt: skip
 
 
@@ -140,3 +143,12 @@ def test_an_optuna_sweep_over_the_users_own_keys(tmp_path):
         config = yaml.safe_load((sweep_dir / row["number"] / ".hydra" / "config.yaml").read_text())
         assert config["model"]["net"]["activation"] == row["model.net.activation"]
         assert config["model"]["net"]["norm_eps"] == pytest.approx(float(row["model.net.norm_eps"]))
+
+
+def test_the_numerics_watch_catches_a_plain_modules_fault(make_cfg, caplog):
+    with caplog.at_level(logging.WARNING, "litforge"):
+        metrics = train(make_cfg(*USER, *poison(2), "callbacks.numerics.policy=skip",
+                                 "trainer.max_epochs=1", "test=false"))  # fmt: skip
+    assert metrics["global_step"] == 5 and math.isfinite(metrics["val/loss"])
+    assert "numerics: non-finite loss at step 2 (precision 32-true)" in caplog.text
+    assert "first parameter with a non-finite gradient: net.model.1.weight" in caplog.text

@@ -105,6 +105,7 @@ PARTS: dict[str, Part] = {
                 "conf/callbacks/optuna_pruning.yaml",
                 "tests/sweeps/*",
                 "tests/e2e/test_sweep.py",
+                "tests/user_project/conf/hparams_search/*",
                 "benchmarks/sweep_overhead.py",
             ),
             lines=(
@@ -116,6 +117,12 @@ PARTS: dict[str, Part] = {
                     "    # Plots and Hydra launchers.\n",
                 ),
                 Lines("conf/train.yaml", r"^\s*- hparams_search: null"),
+                Lines(
+                    "tests/test_user_code.py",
+                    r"^def test_an_optuna_sweep_over_the_users_own_keys",
+                    1,
+                    "def _an_optuna_sweep_over_the_users_own_keys(tmp_path):  # needs the sweeper\n",
+                ),
                 Lines("benchmarks/run.py", r"^\s*sweep_overhead,\s*$"),
                 Lines("benchmarks/run.py", r'"sweep": sweep_overhead'),
             ),
