@@ -152,3 +152,12 @@ def test_the_numerics_watch_catches_a_plain_modules_fault(make_cfg, caplog):
     assert metrics["global_step"] == 5 and math.isfinite(metrics["val/loss"])
     assert "numerics: non-finite loss at step 2 (precision 32-true)" in caplog.text
     assert "first parameter with a non-finite gradient: net.model.1.weight" in caplog.text
+
+
+def test_modules_and_partials_in_hparams_are_stored_as_their_config(make_cfg, tmp_path):
+    keeps_all = "model._target_=tests.user_project.lit_module.SavesEverything"
+    metrics = train(make_cfg(*USER, keeps_all, "trainer.max_epochs=1"))
+    saved = torch.load(metrics["best_checkpoint"], weights_only=True)
+    assert saved["hyper_parameters"]["net"]["_target_"] == NET
+    assert saved["hyper_parameters"]["scheduler"]["_target_"] == "torch.optim.lr_scheduler.StepLR"
+    assert saved["datamodule_hyper_parameters"]["batch_size"] == 32

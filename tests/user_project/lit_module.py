@@ -70,3 +70,18 @@ class LitClassifier(L.LightningModule):
                 },
             }
         return {"optimizer": optimizer}
+
+
+class SavesEverything(LitClassifier):
+    """`self.save_hyperparameters()` with nothing ignored: the net (a module) and both
+    partials land in `self.hparams`, as they do in many users' modules."""
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+        num_classes: int = 10,
+    ) -> None:
+        super().__init__(net, optimizer, scheduler, num_classes)
+        self.save_hyperparameters()
