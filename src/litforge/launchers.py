@@ -56,6 +56,21 @@ def launched_by() -> str | None:
     return None
 
 
+def launcher_world() -> tuple[int, int] | None:
+    """(processes per node, nodes) that torchrun or srun started; None for any other start."""
+    kind = launched_by()
+    if kind == "torchrun":
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    elif kind == "slurm":
+        world = int(os.environ["SLURM_NTASKS"])
+        nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+        per_node = max(1, world // max(1, nodes))
+    else:
+        return None
+    return per_node, max(1, world // max(1, per_node))
+
+
 def agree_on_stamp(overrides: list[str], timeout_s: float = 600.0) -> None:
     """Set LITFORGE_RUN_STAMP to the stamp every rank of this run uses (see the docstring)."""
     if os.environ.get(STAMP_ENV) or any(o.startswith("hydra.run.dir=") for o in overrides):

@@ -34,6 +34,7 @@ from litforge.ddp import (  # noqa: F401 - end_process_group, RendezvousTimeout:
     end_process_group,
 )
 from litforge.errors import ConfigError, LitforgeError
+from litforge.launchers import launched_by, launcher_world
 
 log = logging.getLogger("litforge")
 
@@ -50,6 +51,7 @@ class LauncherExited(LitforgeError):
 def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
     """Check and adjust `trainer_kwargs` (lightning.Trainer's) for the processes they start."""
     die_with_launcher()
+    take_launcher_world(trainer_kwargs)
     settings = cfg.get("processes") or {}
     timeout = settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S)  # schema.py checked it
     devices = trainer_kwargs.get("devices", "auto")
@@ -72,6 +74,35 @@ def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
         )
     if per_node > 1 and _launcher_pid() is None:
         os.environ[LAUNCHER_PID] = str(os.getpid())
+
+
+def take_launcher_world(trainer_kwargs: dict[str, Any]) -> None:
+    """Under torchrun or srun the launcher has started the processes: its world decides.
+    `trainer.devices=auto` and `trainer.num_nodes=1` (the defaults) take its shape (without
+    this each process would train a copy of its own); values that contradict it stop here."""
+    shape = launcher_world()
+    if shape is None:
+        return
+    per_node, nodes = shape
+    launcher = launched_by()
+    devices = trainer_kwargs.get("devices", "auto")
+    request = parse_devices(devices)
+    count = len(request) if isinstance(request, list) else request
+    if count is None:
+        trainer_kwargs["devices"] = per_node
+    elif count != per_node:
+        raise ConfigError(
+            f"trainer.devices={devices}, but {launcher} started {per_node} processes per node; "
+            f"leave trainer.devices out (the launcher's count is taken) or make them agree"
+        )
+    num_nodes = int(trainer_kwargs.get("num_nodes", 1))
+    if num_nodes == 1:
+        trainer_kwargs["num_nodes"] = nodes
+    elif num_nodes != nodes:
+        raise ConfigError(
+            f"trainer.num_nodes={num_nodes}, but {launcher} started {nodes} node(s) of "
+            f"{per_node} processes; leave trainer.num_nodes out or make them agree"
+        )
 
 
 def check_device_count(devices: Any, on_gpu: bool, oversubscribe: bool = False) -> int:

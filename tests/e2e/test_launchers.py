@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -61,11 +62,11 @@ def outputs(tmp_path):
     shutil.rmtree(ROOT / "outputs" / task, ignore_errors=True)
 
 
-def test_torchrun_ranks_share_one_run_directory(outputs):
+def test_torchrun_ranks_share_one_run_directory_and_its_world_size(outputs):
     task, where = outputs
-    result = subprocess.run(
+    result = subprocess.run(  # no trainer.devices: torchrun's world size decides
         _torchrun("--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
-                  *TRAIN, "trainer.devices=2", f"task_name={task}"),
+                  *TRAIN, f"task_name={task}"),
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -240,3 +241,31 @@ def test_a_hung_worker_ends_the_group_after_the_collective_timeout(tmp_path):
     assert time.monotonic() - started < 300
     metrics = json.loads((tmp_path / "hung" / "metrics.json").read_text())
     assert metrics["global_step"] == 30
+
+
+@pytest.mark.parametrize(
+    ("env", "given", "taken", "error"),
+    [
+        ({"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}, {}, (2, 2), None),
+        ({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, {"devices": 2}, (2, 1), None),
+        ({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, {"devices": 3},
+         None, "trainer.devices=3, but torchrun started 2 processes per node"),
+        ({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, {"num_nodes": 2},
+         None, "trainer.num_nodes=2, but torchrun started 1 node(s) of 2 processes"),
+    ],
+)  # fmt: skip
+def test_torchrun_world_size_decides_or_contradicts_in_one_line(
+    monkeypatch, env, given, taken, error
+):
+    from litforge import processes
+    from litforge.errors import ConfigError
+
+    for key, value in {"TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "127.0.0.1", **env}.items():
+        monkeypatch.setenv(key, value)
+    kwargs = {"devices": "auto", "num_nodes": 1, **given}
+    if error:
+        with pytest.raises(ConfigError, match=re.escape(error)):
+            processes.take_launcher_world(kwargs)
+        return
+    processes.take_launcher_world(kwargs)
+    assert (kwargs["devices"], kwargs["num_nodes"]) == taken
