@@ -83,6 +83,16 @@ def test_stop_saves_a_checkpoint_that_resumes_and_raises(make_cfg, tmp_path):
     assert metrics["global_step"] == 4 and math.isfinite(metrics["val/loss"])
 
 
+def test_stop_saves_no_checkpoint_of_weights_an_update_broke(make_cfg, tmp_path, caplog):
+    # eps=1e-8 is 0 in float16: step 0's update itself makes weights non-finite, and the
+    # fault shows only in step 1's loss. The watch must not call those weights good.
+    with caplog.at_level(logging.WARNING), pytest.raises(NumericsFault) as caught:
+        train(make_cfg(*CNN, "precision=16-true", "precision.optimizer_eps=1e-8"))
+    assert "saved no checkpoint (the weights are already non-finite)" in str(caught.value)
+    assert not list((tmp_path / "run" / "checkpoints").glob("*.ckpt"))
+    assert "numerics: AdamW eps=1e-08 rounds to 0 in torch.float16" in messages(caplog)
+
+
 @pytest.mark.slow
 def test_stop_exits_65_with_a_checkpoint_the_same_command_resumes(make_cfg, tmp_path, caplog):
     run_dir = tmp_path / "run"

@@ -24,7 +24,13 @@ import lightning as L
 import torch
 
 from litforge import console
-from litforge.callbacks.numerics_probes import ActivationPeaks, HostRing, grad_norms
+from litforge.callbacks.numerics_probes import (
+    ActivationPeaks,
+    HostRing,
+    grad_norms,
+    vanishing_eps,
+    weights_finite,
+)
 from litforge.callbacks.numerics_report import Fault, activation_table, block, what
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.uploader import UploadsPending
@@ -89,6 +95,11 @@ class NumericsWatch(L.Callback):
         self._bad = self._steps = self._skipped = self._in_row = 0
         if self.activations:
             self._peaks = ActivationPeaks(pl_module)
+        for problem in vanishing_eps(trainer.optimizers) if trainer.is_global_zero else []:
+            console.warn(
+                f"numerics: {problem}, so the first update can make weights non-finite; raise "
+                "it (precision.optimizer_eps=1e-4 for litforge's model configs)"
+            )
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if self._peaks is not None:
@@ -242,7 +253,12 @@ class NumericsWatch(L.Callback):
         self._show_activations()
         saver = next((c for c in trainer.callbacks if isinstance(c, StoreCheckpoint)), None)
         where, then = "saved no checkpoint (checkpoint=none)", "a rerun starts over"
-        if saver is not None:
+        if saver is not None and not weights_finite(trainer.lightning_module, trainer.strategy):
+            # An update before the fault (a vanishing eps, say) broke the weights: a
+            # checkpoint of them is no state to resume; the newest complete one stays newest.
+            where = "saved no checkpoint (the weights are already non-finite)"
+            then = f"a rerun resumes from the newest complete checkpoint in {saver.store}, if any"
+        elif saver is not None:
             saver.save(trainer)
             location = str(saver.store)
             try:

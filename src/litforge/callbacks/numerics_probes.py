@@ -117,3 +117,32 @@ def grad_norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     squares = torch.stack(norms).square()
     torch.distributed.all_reduce(squares, group=grads[0].device_mesh.get_group())
     return list(squares.sqrt())
+
+
+def weights_finite(pl_module: torch.nn.Module, strategy: Any) -> bool:
+    """Whether every parameter is finite on every rank (each rank checks what it holds: its
+    shard of a DTensor under FSDP); one small all-reduce under DDP and FSDP."""
+    finite = True
+    with torch.no_grad():
+        for p in pl_module.parameters():
+            local = p.to_local() if hasattr(p, "to_local") else p
+            if local.numel() and not bool(torch.isfinite(local).all()):
+                finite = False
+                break
+    return bool(strategy.reduce_boolean_decision(finite, all=True))
+
+
+def vanishing_eps(optimizers: Any) -> list[str]:
+    """`eps=1e-08 rounds to 0 in torch.float16` for each optimizer whose eps is zero in
+    its parameters' dtype (the update then divides by zero where a second moment is 0)."""
+    found = []
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            eps, params = group.get("eps"), group.get("params") or []
+            if not isinstance(eps, float) or eps <= 0 or not params:
+                continue
+            dtype = params[0].dtype
+            if dtype.is_floating_point and float(torch.tensor(eps, dtype=dtype)) == 0.0:
+                found.append(f"{type(optimizer).__name__} eps={eps:g} rounds to 0 in {dtype}")
+                break
+    return found
