@@ -259,7 +259,7 @@ class NumericsWatch(L.Callback):
             where = "saved no checkpoint (the weights are already non-finite)"
             then = f"a rerun resumes from the newest complete checkpoint in {saver.store}, if any"
         elif saver is not None:
-            saver.save(trainer)
+            saver.save(trainer, final=True)
             location = str(saver.store)
             try:
                 saver.finish(timeout_s=saver.store.timeout_s)

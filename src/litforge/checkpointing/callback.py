@@ -7,8 +7,10 @@ top-k cleanup can delete the file a run resumed from (#21813).
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,12 @@ from litforge.checkpointing.uploader import Uploader
 from litforge.errors import ConfigError, LitforgeError
 
 log = logging.getLogger("litforge")
+# A full disk (or quota): a save that cannot be written, which the run survives.
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class FinalSaveFailed(LitforgeError):
+    """The checkpoint that ends a run (end of fit, a preemption) could not be written."""
 
 
 @dataclass(frozen=True)
@@ -140,24 +148,43 @@ class StoreCheckpoint(L.Callback):
             self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.save(trainer)
+        self.save(trainer, final=True)
 
     # -- saving -------------------------------------------------------------------------------
-    def save(self, trainer: L.Trainer, block: bool = True) -> None:
+    def save(self, trainer: L.Trainer, block: bool = True, final: bool = False) -> None:
         """Called on every rank (saving is collective); rank 0 writes and uploads.
 
         block=False: hand the upload over and return at once (a preempted run's last save).
+        A disk with no space left fails a save with one warning and training goes on (the
+        newest complete checkpoints are kept); for a `final` save (the one a run ends with)
+        it raises FinalSaveFailed instead.
         """
         step = trainer.global_step
         if step == self._last_saved_step or trainer.sanity_checking:
             return
-        self._last_saved_step = step
+        previous, self._last_saved_step = self._last_saved_step, step
         self._last_save_time = time.monotonic()
         wall, cpu = time.perf_counter(), time.process_time()
         name = checkpoint_name(step)
         local = Path(self.store.path(name)) if self.store.is_local else self.staging_dir / name
         # collective: every rank takes part. weights_only=False: the full training state.
-        trainer.save_checkpoint(local, weights_only=False)
+        try:
+            trainer.save_checkpoint(local, weights_only=False)
+            failure = None
+        except OSError as err:
+            if err.errno not in _NO_SPACE:
+                raise
+            trainer.strategy.barrier("Trainer.save_checkpoint")  # the one the failed save skipped
+            failure = f"{err.strerror or err} ({local})"
+            shutil.rmtree(local, ignore_errors=True) if local.is_dir() else local.unlink(
+                missing_ok=True
+            )
+        if final and trainer.world_size > 1:  # every rank stops, or none
+            failure = trainer.strategy.broadcast(failure, src=0)
+        if failure is not None:
+            self._last_saved_step = previous  # a later save of this step tries again
+            self._failed_save(step, failure, final)
+            return
         if not trainer.is_global_zero:
             return
         metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
@@ -170,6 +197,22 @@ class StoreCheckpoint(L.Callback):
         self.uploader.submit(local, manifest, after_commit=self._on_commit, block=block)
         self.timings.append(
             SaveTiming(step, time.perf_counter() - wall, time.process_time() - cpu, manifest.bytes)
+        )
+
+    def _failed_save(self, step: int, failure: str, final: bool) -> None:
+        newest = max(self._committed.values(), key=lambda m: m.step, default=None)
+        kept = (
+            f"the newest complete checkpoint is step {newest.step} ({self.best_url(newest)})"
+            if newest is not None
+            else "no checkpoint is complete yet"
+        )
+        if final:
+            raise FinalSaveFailed(
+                f"the final checkpoint (step {step}) could not be written: {failure}; {kept}. "
+                "Free some space and rerun the same command to resume"
+            )
+        log.warning(
+            "checkpoint of step %d not written: %s; training goes on, %s", step, failure, kept
         )
 
     def finish(self, timeout_s: float | None = None) -> None:

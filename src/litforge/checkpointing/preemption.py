@@ -67,7 +67,7 @@ class Preemption(L.Callback):
             log.warning(
                 "%s received: saving a checkpoint before stopping", signal.Signals(signum).name
             )
-            self.checkpoint.save(trainer, block=False)  # the upload must not eat the grace
+            self.checkpoint.save(trainer, block=False, final=True)  # upload: not in the grace
             self.stopped_by = signum
             trainer.should_stop = True
 
