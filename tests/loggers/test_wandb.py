@@ -185,3 +185,12 @@ def test_mlflow_without_its_extra_is_one_line_with_the_pip_command(monkeypatch, 
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r'pip install -e "\.\[mlflow\]"'):
         mlflow_logger(save_dir=str(tmp_path), tracking_uri=f"sqlite:///{tmp_path}/m.db")
+
+
+def test_the_users_wandb_mode_decides_even_with_a_key(make_cfg, no_key, seen, monkeypatch):
+    # Without this, a key in the environment made the run go online (and, with no network,
+    # die after wandb's init timeout) although the user had asked for offline.
+    monkeypatch.setenv("WANDB_API_KEY", PLANTED)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    train(make_cfg("logger=wandb", "debug=limit", "test=false"))
+    assert seen["offline"] and seen["exit_code"] == 0

@@ -1,7 +1,8 @@
 """Weights & Biases that never asks: online with a key, offline without, files in the run dir.
 
-`mode=auto` runs online when an API key is there (WANDB_API_KEY, or a `wandb login` entry
-in ~/.netrc) and offline otherwise, saying where the run is and how to upload it. A
+`mode=auto` follows the user's WANDB_MODE when it is set (offline, disabled, online); else
+it runs online when an API key is there (WANDB_API_KEY, or a `wandb login` entry in
+~/.netrc) and offline otherwise, saying where the run is and how to upload it. A
 forced `mode=online` without a key is refused before training, since wandb would prompt
 for one. Everything wandb writes (run files, its cache, config and debug logs) goes under
 `save_dir`, not the home directory. The run id is kept in `save_dir/wandb-run-id`, so a
@@ -62,6 +63,13 @@ def wandb_logger(
             "characters and the characters / \\ # ? % :"
         )
     online = has_api_key()
+    if mode == "auto" and os.environ.get("WANDB_MODE"):
+        # Passing a mode to wandb.init overrides WANDB_MODE: the user's setting decides.
+        mode = {"dryrun": "offline", "run": "online"}.get(
+            os.environ["WANDB_MODE"], os.environ["WANDB_MODE"]
+        )
+        if mode not in MODES[1:]:
+            raise ConfigError(f"WANDB_MODE={mode} is not one of: online, offline, disabled")
     if mode == "online" and not online:
         raise ConfigError(
             "logger.wandb.mode=online needs an API key: export WANDB_API_KEY=... or run "
@@ -74,8 +82,9 @@ def wandb_logger(
         os.environ[var] = str(run_dir / "wandb" / sub)
     if effective == "offline" and rank_zero_only.rank == 0:
         log.info(
-            "wandb: logging offline to %s (no API key); upload later with: wandb sync %s",
-            run_dir / "wandb", run_dir / "wandb" / "offline-run-*",
+            "wandb: logging offline to %s (%s); upload later with: wandb sync %s",
+            run_dir / "wandb", "WANDB_MODE=offline" if online else "no API key",
+            run_dir / "wandb" / "offline-run-*",
         )  # fmt: skip
     import wandb
 
