@@ -42,6 +42,9 @@ log = logging.getLogger("litforge")
 # processes that merely inherited LOCAL_RANK.
 LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# CPU processes per core that start with a warning (trying DDP on a laptop); past it, only
+# with processes.oversubscribe=true.
+CPU_PROCESSES_PER_CORE = 4
 
 
 class LauncherExited(LitforgeError):
@@ -113,12 +116,22 @@ def check_device_count(devices: Any, on_gpu: bool, oversubscribe: bool = False) 
     if not isinstance(request, int):
         return 1  # 'auto' is one CPU process; Lightning refuses the other forms on CPU
     cores = available_cores()
-    if request > cores and not oversubscribe:
+    if request <= cores or oversubscribe:
+        return request
+    most = CPU_PROCESSES_PER_CORE * cores
+    if request > most:
         raise ConfigError(
             f"trainer.devices={devices} starts {request} processes, but this machine has "
-            f"{cores} CPU cores for them; use trainer.devices={cores} or fewer "
+            f"{cores} CPU cores for them (up to {CPU_PROCESSES_PER_CORE} per core start, "
+            f"slowly); use trainer.devices={most} or fewer "
             "(processes.oversubscribe=true starts them anyway)"
         )
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # said once, by the launching process
+        log.warning(
+            "trainer.devices=%s starts %d processes on %d CPU cores: each step takes about "
+            "%.3gx as long as with one process per core (fine for trying DDP)",
+            devices, request, cores, request / cores,
+        )  # fmt: skip
     return request
 
 

@@ -4,6 +4,7 @@ launcher, that a rendezvous nobody joins ends, and that DDP ranks end their proc
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import subprocess
@@ -55,8 +56,11 @@ class ReportProcessGroupAtExit(L.Callback):
 # 8: no more processes than the machine has cores (CPU) or visible GPUs.
 
 
-@pytest.mark.parametrize("devices", [CORES + 1, str(CORES + 1)])
-def test_more_cpu_processes_than_cores_are_refused_with_the_limit(devices):
+TOO_MANY = processes.CPU_PROCESSES_PER_CORE * CORES + 1
+
+
+@pytest.mark.parametrize("devices", [TOO_MANY, str(TOO_MANY)])
+def test_more_cpu_processes_than_four_per_core_are_refused_with_the_limit(devices):
     with pytest.raises(ConfigError) as err:
         processes.check_device_count(devices, on_gpu=False)
     assert f"trainer.devices={devices} starts {int(devices)} processes" in str(err.value)
@@ -74,7 +78,16 @@ def test_cpu_device_forms_count_processes(devices, processes_started):
 
 
 def test_oversubscribing_cpu_is_allowed_when_asked():
-    assert processes.check_device_count(CORES + 1, on_gpu=False, oversubscribe=True) == CORES + 1
+    assert processes.check_device_count(TOO_MANY, on_gpu=False, oversubscribe=True) == TOO_MANY
+
+
+def test_up_to_four_processes_a_core_start_with_one_warning(caplog):
+    with caplog.at_level(logging.WARNING, "litforge"):
+        assert processes.check_device_count(2 * CORES, on_gpu=False) == 2 * CORES
+    assert [r.getMessage() for r in caplog.records] == [
+        f"trainer.devices={2 * CORES} starts {2 * CORES} processes on {CORES} CPU cores: each "
+        "step takes about 2x as long as with one process per core (fine for trying DDP)"
+    ]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="counts GPUs on a machine without one")
@@ -94,24 +107,24 @@ def test_more_gpus_than_visible_are_refused(devices, message):
 def test_build_trainer_refuses_more_processes_than_cores(make_cfg, monkeypatch):
     monkeypatch.setenv(processes.LAUNCHER_PID, "0")  # restored after the test
     with pytest.raises(ConfigError, match=f"has {CORES} CPU cores"):
-        build.build_trainer(make_cfg("trainer=cpu", f"trainer.devices={CORES + 1}"))
+        build.build_trainer(make_cfg("trainer=cpu", f"trainer.devices={TOO_MANY}"))
     trainer = build.build_trainer(
-        make_cfg("trainer=cpu", f"trainer.devices={CORES + 1}", "processes.oversubscribe=true")
+        make_cfg("trainer=cpu", f"trainer.devices={TOO_MANY}", "processes.oversubscribe=true")
     )
     assert isinstance(trainer.strategy, processes.BoundedDDPStrategy)
-    assert trainer.num_devices == CORES + 1
+    assert trainer.num_devices == TOO_MANY
 
 
 def test_too_many_devices_fail_in_one_line_before_any_rank_starts(tmp_path):
     # One past the limit: were the check to fail, this starts a few ranks, not 99.
     started = time.monotonic()
-    result = run_entry("train.py", f"trainer.devices={CORES + 1}", run_dir=tmp_path, timeout=60)
+    result = run_entry("train.py", f"trainer.devices={TOO_MANY}", run_dir=tmp_path, timeout=60)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        f"error: trainer.devices={CORES + 1} starts {CORES + 1} processes, but this machine has "
-        f"{CORES} CPU cores for them; use trainer.devices={CORES} or fewer "
-        "(processes.oversubscribe=true starts them anyway)"
+        f"error: trainer.devices={TOO_MANY} starts {TOO_MANY} processes, but this machine has "
+        f"{CORES} CPU cores for them (up to 4 per core start, slowly); use "
+        f"trainer.devices={TOO_MANY - 1} or fewer (processes.oversubscribe=true starts them anyway)"
     ]
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 60
