@@ -129,11 +129,21 @@ def check_group_choices(overrides: list[str], config_name: str = "train") -> Non
         group, value = key.lstrip("+~"), value.strip("'\"")
         if not sep or not group or "/" in group or "@" in group or "." in group:
             continue
-        if value in ("", "null") or any(c in value for c in ",()[]{}"):
+        if value == "" or any(c in value for c in ",()[]{}"):
             continue
         if found is None or not found.is_group(group):
             continue
         options = found.options(group)
+        if value == "null" and found.required(group):
+            raise ConfigError(
+                f"{group}=null: a run needs a {group}; pick one of "
+                f"{', '.join(found.places(group))}: {', '.join(options)}"
+            )
+        if value == "null":  # Hydra answers a null group choice with a traceback
+            raise ConfigError(
+                f"{group}=null: leave {group} out (by default none is picked), or pick one of "
+                f"{', '.join(found.places(group))}: {', '.join(options)}"
+            )
         if value not in options:
             raise ConfigError(
                 f"{group}={value} is not an option of {', '.join(found.places(group))}: "

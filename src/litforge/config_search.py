@@ -40,6 +40,13 @@ class GroupOptions:
                     "package as pkg://PACKAGE.SUBPACKAGE"
                 )
 
+    def required(self, group: str) -> bool:
+        """Whether train.yaml (which eval.yaml composes) picks an option of `group` by
+        default: Hydra then fails on `group=null` with a traceback."""
+        loaded = self.repo.load_config("train")
+        defaults = loaded.defaults_list if loaded is not None else []
+        return any(getattr(d, "group", None) == group and d.value is not None for d in defaults)
+
     def is_group(self, group: str) -> bool:
         return self.repo.group_exists(group)
 

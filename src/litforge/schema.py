@@ -19,7 +19,8 @@ from litforge.precision import PRECISIONS
 from litforge.rules import Bool, Either, Free, Int, ListOf, Num, OneOf, Rule, Text
 
 FRACTION = Either((Int(0), Num(0.0, 1.0)))  # a batch count, or a share of the batches
-SAFE_NAME = Text(r"(?!\.{1,2}$)[A-Za-z0-9][A-Za-z0-9._=,+-]*", "a name of letters, digits and ._=,+- (no / or ..)", null=True)  # fmt: skip
+# At most 200 characters: a file name (checkpoint.dir/NAME-<job>/..., NAME.log) has 255.
+SAFE_NAME = Text(r"(?!\.{1,2}$)[A-Za-z0-9][A-Za-z0-9._=,+-]{0,199}", "a name of up to 200 letters, digits and ._=,+- (no / or ..)", null=True)  # fmt: skip
 DEVICES = Either((Int(1), OneOf((-1, "auto")), ListOf(Int(0)), Text(r"\d+(,\d+)*,?", "'0,1'")))
 MAX_TIME = Text(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}", "DD:HH:MM:SS, e.g. 00:12:00:00", null=True)
 

@@ -8,17 +8,25 @@ from litforge.errors import ConfigError
 from litforge.train import train
 
 
-def test_a_misspelled_metric_fails_after_the_first_validation_naming_the_logged_ones(
-    make_cfg, tmp_path
+@pytest.mark.parametrize(("sanity", "which"), [(2, "sanity"), (0, "first")])
+def test_a_misspelled_metric_fails_before_training_naming_the_logged_ones(
+    make_cfg, tmp_path, sanity, which
 ):
-    """Issue 9.6: `optimized_metric=val/accuracy` ran to the end and tested the last weights."""
-    cfg = make_cfg("debug=limit", "optimized_metric=val/accuracy", "optimized_mode=max")
+    """`optimized_metric=val/accuracy` once ran to the end and tested the last weights; it
+    is caught at the sanity validation, before any step (without one, at the first)."""
+    cfg = make_cfg("debug=limit", "optimized_metric=val/accuracy", "optimized_mode=max",
+                   f"trainer.num_sanity_val_steps={sanity}")  # fmt: skip
     with pytest.raises(ConfigError) as err:
         train(cfg)
     message = str(err.value)
-    assert "checkpoint.monitor=val/accuracy" in message
+    assert (
+        f"checkpoint.monitor=val/accuracy (optimized_metric) was not logged by the {which} "
+        in message
+    )
     assert "val/acc" in message and "val/loss" in message
     assert not (tmp_path / "run" / "metrics.json").exists()
+    if sanity:  # not one training step taken, so nothing saved
+        assert not list((tmp_path / "run" / "checkpoints").glob("step-*.ckpt"))
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ CASES = [
      "hydra.sweeper.storage=postgresql://127.0.0.1:9/db: cannot open it"),
     ([*OPTUNA, "hydra.sweeper.sampler=grid"], "sampler=grid needs a finite set of values"),
     ([*OPTUNA, "optimized_metric=val/nope"],
-     "trial 0: optimized_metric=val/nope was not logged by the first validation; logged:"),
+     "trial 0: checkpoint.monitor=val/nope (optimized_metric) was not logged by the sanity "
+     "validation, so no checkpoint could ever rank best; logged:"),
 ]  # fmt: skip
 
 

@@ -132,19 +132,20 @@ class StoreCheckpoint(L.Callback):
         return bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
+        # Checked at the sanity validation, before any training step (or, with
+        # num_sanity_val_steps=0, at the first validation).
         if self.monitor and self.monitor not in trainer.callback_metrics:
             logged = sorted(
                 k for k in trainer.callback_metrics if not k.endswith(("_step", "_epoch"))
             )
             raise ConfigError(
                 f"checkpoint.monitor={self.monitor} (optimized_metric) was not logged by the "
-                f"first validation, so no checkpoint could ever rank best; logged: "
+                f"{'sanity' if trainer.sanity_checking else 'first'} validation, so no "
+                f"checkpoint could ever rank best; logged: "
                 f"{', '.join(logged) or 'nothing'}. Set optimized_metric to one of them "
                 "(and optimized_mode to min or max)"
             )
-        if self.save_on_validation:
+        if self.save_on_validation and not trainer.sanity_checking:
             self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
