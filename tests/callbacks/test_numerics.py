@@ -25,8 +25,14 @@ HERE = "tests.callbacks.test_numerics"
 RECORD = f"+callbacks.record._target_={HERE}.RecordSteps"
 POISON = poison(2)
 STOPPED = ("non-finite loss at step 2: skipped it, saved a checkpoint at step 3 to {} and stopped "
-           "(callbacks.numerics.policy=stop). Try the fixes listed above; the same command "
-           "resumes from that checkpoint")  # fmt: skip
+           "(callbacks.numerics.policy=stop). Try the fixes listed above; {} from that "
+           "checkpoint")  # fmt: skip
+
+
+def stopped(run_dir: Path, named: bool) -> str:
+    """The stop message; a run without run_name needs its directory given to resume."""
+    how = "the same command" + ("" if named else f" plus hydra.run.dir={run_dir}") + " resumes"
+    return STOPPED.format(run_dir / "checkpoints", how)
 
 
 class RecordSteps(L.Callback):
@@ -75,7 +81,7 @@ def test_stop_saves_a_checkpoint_that_resumes_and_raises(make_cfg, tmp_path):
         train(make_cfg(*CNN, *POISON))
     assert caught.value.exit_code == 65
     run_dir = tmp_path / "run"
-    assert str(caught.value) == STOPPED.format(run_dir / "checkpoints")
+    assert str(caught.value) == stopped(run_dir, named=False)
     saved = run_dir / "checkpoints" / "step-00000003.ckpt"
     assert (saved.parent / (saved.name + ".complete")).is_file() and finite_weights(saved)
     # The run's lock is held until this process exits: resume from the file (see below).
@@ -100,7 +106,7 @@ def test_stop_exits_65_with_a_checkpoint_the_same_command_resumes(make_cfg, tmp_
     result = run_entry("train.py", *args, *POISON, run_dir=run_dir)
     assert result.returncode == 65, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: " + STOPPED.format(run_dir / "checkpoints")]
+    assert errors == ["error: " + stopped(run_dir, named=True)]
     report = result.stdout + result.stderr
     assert "numerics: non-finite loss at step 2 (precision 32-true)" in report
     assert "first parameter with a non-finite gradient: net.features.0.weight" in report
@@ -115,7 +121,7 @@ def test_ddp_ranks_stop_together(tmp_path):
     run_dir, args = tmp_path / "run", [*CNN, "trainer.devices=2", *POISON]
     result = run_entry("train.py", *args, run_dir=run_dir)
     assert result.returncode == 65, result.stderr[-3000:]
-    assert "error: " + STOPPED.format(run_dir / "checkpoints") in result.stderr.splitlines()
+    assert "error: " + stopped(run_dir, named=False) in result.stderr.splitlines()
     assert finite_weights(run_dir / "checkpoints" / "step-00000003.ckpt")
 
 

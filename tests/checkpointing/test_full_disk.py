@@ -72,6 +72,7 @@ def test_a_final_save_that_cannot_be_written_stops_in_one_line(make_cfg, tmp_pat
     assert str(caught.value) == (
         f"the final checkpoint (step 6) could not be written: No space left on device "
         f"({where}/step-00000006.ckpt); the newest complete checkpoint is step 4 "
-        f"({where}/step-00000004.ckpt). Free some space and rerun the same command to resume"
+        f"({where}/step-00000004.ckpt). Free some space: the same command plus "
+        f"hydra.run.dir={tmp_path / 'run'} resumes from it"
     )
     assert saved_steps(tmp_path / "run") == [1, 2, 3, 4]

@@ -257,7 +257,9 @@ class NumericsWatch(L.Callback):
             # An update before the fault (a vanishing eps, say) broke the weights: a
             # checkpoint of them is no state to resume; the newest complete one stays newest.
             where = "saved no checkpoint (the weights are already non-finite)"
-            then = f"a rerun resumes from the newest complete checkpoint in {saver.store}, if any"
+            then = (
+                f"{saver.resume_hint} from the newest complete checkpoint in {saver.store}, if any"
+            )
         elif saver is not None:
             saver.save(trainer, final=True)
             location = str(saver.store)
@@ -266,7 +268,7 @@ class NumericsWatch(L.Callback):
             except UploadsPending:
                 location = f"{saver.staging_dir} (not uploaded yet; the next run uploads it)"
             where = f"saved a checkpoint at step {trainer.global_step} to {location}"
-            then = "the same command resumes from that checkpoint"
+            then = f"{saver.resume_hint} from that checkpoint"
         raise NumericsFault(
             f"{self._summary()} at step {self._fault.step}: skipped it, {where} and stopped "
             f"(callbacks.numerics.policy=stop). Try the fixes listed above; {then}"

@@ -81,6 +81,7 @@ class StoreCheckpoint(L.Callback):
         upload_retries: int = 3,
         final_upload_timeout_s: float = 120.0,
         resumed_from: str | None = None,
+        resume_hint: str = "the same command resumes",
     ) -> None:
         if mode not in ("min", "max"):
             raise ValueError(f"checkpoint.mode={mode} must be min or max")
@@ -94,6 +95,7 @@ class StoreCheckpoint(L.Callback):
         self.mode = mode
         self.final_upload_timeout_s = final_upload_timeout_s
         self.resumed_from = resumed_from
+        self.resume_hint = resume_hint  # for the messages of a run that stops early
         self.uploader = Uploader(
             store, background=async_upload, retries=upload_retries, wait_s=store.timeout_s
         )
@@ -210,7 +212,7 @@ class StoreCheckpoint(L.Callback):
         if final:
             raise FinalSaveFailed(
                 f"the final checkpoint (step {step}) could not be written: {failure}; {kept}. "
-                "Free some space and rerun the same command to resume"
+                f"Free some space: {self.resume_hint} from it"
             )
         log.warning(
             "checkpoint of step %d not written: %s; training goes on, %s", step, failure, kept

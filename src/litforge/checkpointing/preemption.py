@@ -27,7 +27,14 @@ class Preempted(LitforgeError):
     Exits with 128 + the signal's number, as a shell reports a process ended by it.
     """
 
-    def __init__(self, signum: int, step: int, store: str, staged: str | None = None) -> None:
+    def __init__(
+        self,
+        signum: int,
+        step: int,
+        store: str,
+        staged: str | None = None,
+        resume_hint: str = "the same command resumes",
+    ) -> None:
         self.signum = signum
         self.exit_code = 128 + signum
         name = signal.Signals(signum).name
@@ -36,8 +43,8 @@ class Preempted(LitforgeError):
             else f"{staged} (not uploaded to {store} in time; the next run uploads it)"
         )  # fmt: skip
         super().__init__(
-            f"{name} received: saved a checkpoint at step {step} to {where} and stopped. "
-            "Run the same command again to resume from it."
+            f"{name} received: saved a checkpoint at step {step} to {where} and stopped; "
+            f"{resume_hint} from it"
         )
 
 

@@ -81,7 +81,9 @@ class StoreCheckpointing(Checkpointing):
                 self.saver.finish(timeout_s=self.store.timeout_s)
             except UploadsPending:
                 staged = str(self.saver.staging_dir)
-            raise Preempted(signum, trainer.global_step, str(self.store), staged)
+            raise Preempted(
+                signum, trainer.global_step, str(self.store), staged, self.saver.resume_hint
+            )
         finally:
             self.release()
 
@@ -171,8 +173,22 @@ def setup(cfg: DictConfig) -> Checkpointing:
         upload_retries=opts.upload_retries,
         final_upload_timeout_s=opts.final_upload_timeout_s,
         resumed_from=resumed_name,
+        resume_hint=resume_hint(cfg),
     )
     return StoreCheckpointing(store, saver, ckpt_path, locks)
+
+
+def resume_hint(cfg: DictConfig) -> str:
+    """How to continue this run, for the messages of a run that stops early: a named run
+    (or a sweep job) resumes with the same command; an unnamed one would start fresh in a
+    new directory, so it needs its run directory given."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if cfg.get("run_name") or sweep:
+        return "the same command resumes"
+    return f"the same command plus hydra.run.dir={cfg.run_dir} resumes"
 
 
 def _lock(store: CheckpointStore, run_dir: Path) -> list[RunLock]:
