@@ -39,7 +39,8 @@ def run(main, args: list[str], run_dir: Path, capfd) -> tuple[int, str, str]:
 def bad_files(tmp_path_factory) -> dict[str, Path]:
     """Checkpoint files that must each be refused with one line."""
     root = tmp_path_factory.mktemp("bad-ckpts")
-    files = {name: root / f"{name}.ckpt" for name in ("truncated", "pickled", "text", "gpt")}
+    files = {name: root / f"{name}.ckpt" for name in FILE_CASES}
+    files["random"].write_bytes(bytes(range(256)) * 8)  # no pickle at all
     torch.save({"state_dict": {"w": torch.ones(64)}}, files["truncated"])
     whole = files["truncated"].read_bytes()
     files["truncated"].write_bytes(whole[: len(whole) // 2])
@@ -90,6 +91,10 @@ TRAIN_CASES = [
     (["run_name=../../etc"], "run_name=../../etc"),
     (["run_name=a/b"], "run_name=a/b"),
     ([f"run_name={'x' * 300}"], "must be a name of up to 200 letters"),
+    (
+        ["+run_note=${oc.env:LITFORGE_UNSET_VAR}"],
+        "run_note reads the environment variable LITFORGE_UNSET_VAR, which is not set",
+    ),
     (["model=null"], "model=null: a run needs a model; pick one of conf/model/: cnn, gpt"),
     (["debug=null"], "debug=null: leave debug out (by default none is picked), or pick one of"),
     (["optimized_mode=maximum"], "optimized_mode=maximum"),
@@ -126,7 +131,7 @@ TRAIN_CASES = [
     (["checkpoint.dir=nosuchproto://bucket/x"], "checkpoint.dir=nosuchproto://bucket/x"),
     (["ckpt_path=/nonexistent/x.ckpt"], "ckpt_path=/nonexistent/x.ckpt"),
 ]
-FILE_CASES = ["truncated", "pickled", "text", "gpt"]
+FILE_CASES = ["truncated", "pickled", "text", "gpt", "random"]
 
 
 def assert_one_line_error(code: int, out: str, err: str, key: str) -> None:
@@ -154,6 +159,7 @@ def test_train_and_eval_refuse_bad_checkpoint_files(tmp_path, capfd, bad_files, 
         assert_one_line_error(code, out, err, f"ckpt_path={path}")
         if kind == "pickled":  # named, without torch's advice to load it anyway
             assert "Payload" in err and "weights_only=False" not in err
+        assert "weights_only` set to `False`" not in err  # never torch's advice
         if kind == "gpt":
             assert GPT in err and CNN in err
 

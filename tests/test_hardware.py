@@ -126,3 +126,9 @@ def test_parse_memory_errors_name_the_key(text):
         ConfigError, match=r"^--budget-memory=.* is neither a size .* nor a card name"
     ):
         parse_memory(text, key="--budget-memory")
+
+
+@pytest.mark.parametrize("text", ["0", "0GiB", "0.0"])
+def test_no_memory_is_refused(text):
+    with pytest.raises(ConfigError, match=r"is no memory to fit in; give a size above 0"):
+        parse_memory(text)

@@ -9,10 +9,15 @@ machine.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+from omegaconf.errors import (
+    InterpolationKeyError,
+    InterpolationResolutionError,
+    MissingMandatoryValue,
+)
 
 from litforge import schema, targets
 from litforge.errors import ConfigError
@@ -65,10 +70,20 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
         key = err.full_key
         raise ConfigError(f"{key} is required and has no default; pass {key}=...") from err
     except InterpolationResolutionError as err:
-        raise ConfigError(
-            f"{err.full_key}: {str(err).splitlines()[0]}. The selected config groups do not fit "
-            "together (model=gpt reads block_size from data=text: use experiment=gpt_char)"
-        ) from err
+        text = str(err).splitlines()[0]
+        missing_env = re.search(r"Environment variable '([^']+)' not found", text)
+        if missing_env:
+            var = missing_env.group(1)
+            raise ConfigError(
+                f"{err.full_key} reads the environment variable {var}, which is not set; "
+                f"export {var}=... or give {err.full_key}=... directly"
+            ) from err
+        if isinstance(err, InterpolationKeyError):
+            raise ConfigError(
+                f"{err.full_key}: {text}. The selected config groups do not fit together "
+                "(model=gpt reads block_size from data=text: use experiment=gpt_char)"
+            ) from err
+        raise ConfigError(f"{err.full_key}: {text}") from err
 
 
 def _check_trainer_keys(trainer: dict[str, Any]) -> None:

@@ -130,7 +130,10 @@ def parse_memory(text: str, key: str = "--device-memory") -> int:
     """Bytes from "80GiB", "24 GB", "1.5TiB", a bare number of bytes, or a card name."""
     match = _SIZE.fullmatch(str(text))
     if match:
-        return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
+        size = int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
+        if size <= 0:
+            raise ConfigError(f"{key}={text!r} is no memory to fit in; give a size above 0")
+        return size
     card = find_card(str(text))
     if card is not None:
         return card.memory_bytes

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import wandb
 
+from litforge import build
 from litforge.errors import ConfigError
 from litforge.loggers.wandb_logger import ID_FILE, wandb_logger
 from litforge.train import train
@@ -194,3 +195,9 @@ def test_the_users_wandb_mode_decides_even_with_a_key(make_cfg, no_key, seen, mo
     monkeypatch.setenv("WANDB_MODE", "offline")
     train(make_cfg("logger=wandb", "debug=limit", "test=false"))
     assert seen["offline"] and seen["exit_code"] == 0
+
+
+def test_without_the_wandb_package_logger_wandb_is_one_line(make_cfg, no_key, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    with pytest.raises(ConfigError, match=r"^logger=wandb needs the wandb package.*pip install"):
+        build.build_trainer(make_cfg("logger=wandb"))

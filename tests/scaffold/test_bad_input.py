@@ -30,6 +30,7 @@ from tests.scaffold.conftest import SOURCE
         ("omegaconf", "would shadow"),
         ("sklearn", "would shadow"),
         ("json", "would shadow"),
+        ("yaml", "would shadow the installed module `yaml`"),  # PyYAML, named by no dependency
     ],
 )
 def test_bad_project_name_is_refused_before_anything_is_written(tmp_path, name, message):

@@ -108,14 +108,19 @@ def load(path: str) -> dict[str, Any]:
                 "load with weights_only=True)"
             ) from err
         # torch's other refusals open with advice to load with weights_only=False: never ours.
-        detail = re.search(r"WeightsUnpickler error: ([^\n]+)", str(err))
+        detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(err))
+        if detail and detail.group(1).startswith("Unsupported operand"):  # random bytes
+            raise ConfigError(
+                f"ckpt_path={path} is not a readable checkpoint (not a file torch.save "
+                f"wrote, or a damaged one: {detail.group(1).strip()})"
+            ) from err
         if detail:
             raise ConfigError(
                 f"ckpt_path={path} is refused: it holds more than tensors and plain values "
                 f"({detail.group(1).strip()})"
             ) from err
         raise ConfigError(
-            f"ckpt_path={path} is not a readable checkpoint: {_first_line(err)}"
+            f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__})"
         ) from err
     except Exception as err:  # noqa: BLE001 - a text file raises KeyError, a truncated one RuntimeError
         raise ConfigError(

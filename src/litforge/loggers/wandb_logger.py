@@ -86,7 +86,13 @@ def wandb_logger(
             run_dir / "wandb", "WANDB_MODE=offline" if online else "no API key",
             run_dir / "wandb" / "offline-run-*",
         )  # fmt: skip
-    import wandb
+    try:
+        import wandb
+    except ImportError as err:
+        raise ConfigError(
+            f"logger=wandb needs the wandb package, which is not installed ({err}); "
+            "pip install 'wandb>=0.31,<0.32', or pick another logger= (csv, tensorboard)"
+        ) from None
 
     logger = WandbLogger(
         save_dir=str(run_dir),

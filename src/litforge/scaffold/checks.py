@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import keyword
 import re
 import shutil
@@ -67,11 +68,22 @@ def check_name(name: str, root: Path, what: str = "NAME") -> None:
     if name == source_name(root):
         raise ScaffoldError(f"{what}={name} is the template's own name; pick a new one")
     shadowed = _ALWAYS | dependency_names(root) | set(sys.stdlib_module_names)
-    if name in shadowed:
+    # Any importable top-level module: `yaml` is PyYAML's, which no dependency is named.
+    if name in shadowed or _installed(name):
         raise ScaffoldError(
-            f"{what}={name} would shadow the installed module `{name}` (a dependency or the "
-            "standard library); pick another name"
+            f"{what}={name} would shadow the installed module `{name}` (a dependency, the "
+            "standard library or another installed package); pick another name"
         )
+
+
+def _installed(name: str) -> bool:
+    """An importable module or regular package (a bare directory in the working directory,
+    a namespace package, does not count)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 def check_dest(dest: Path, root: Path, force: bool) -> None:
