@@ -76,13 +76,38 @@ def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_d
 
 
 def sharded_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The full weights of a sharded checkpoint (trainer=fsdp), gathered in this process."""
+    """The full weights of a sharded checkpoint (trainer=fsdp), gathered in this process;
+    a checkpoint without its `.metadata`, or with a shard missing or cut short, is one
+    line naming it."""
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+    if not (path / ".metadata").is_file():
+        raise ConfigError(
+            f"ckpt_path={path} is a sharded checkpoint without its .metadata file (written "
+            "last, so the save did not finish); use an earlier complete checkpoint"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         single = Path(tmp) / "consolidated.pt"
-        dcp_to_torch_save(path, single)  # one process, no process group
+        try:
+            dcp_to_torch_save(path, single)  # one process, no process group
+        # CheckpointException is a BaseException (torch/distributed/checkpoint/api.py).
+        except (Exception, CheckpointException) as err:  # noqa: BLE001 - many kinds
+            shards = sorted(p.name for p in path.glob("*.distcp"))
+            raise ConfigError(
+                f"ckpt_path={path} is a damaged sharded checkpoint (shards: "
+                f"{', '.join(shards) or 'none'}: {_shard_problem(err)}); "
+                "use an earlier complete checkpoint"
+            ) from None
         return torch.load(single, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _shard_problem(err: BaseException) -> str:
+    """The first line of what went wrong reading a shard: the cause DCP wraps per rank."""
+    for line in str(err).splitlines()[::-1]:
+        if re.match(r"\w*(Error|Exception): ", line.strip()):
+            return line.strip().split(". ")[0]
+    return _first_line(err)  # type: ignore[arg-type]
 
 
 def load(path: str) -> dict[str, Any]:
