@@ -206,3 +206,26 @@ def test_a_good_run_after_bad_ones_still_trains(tmp_path, capfd):
     code, out, err = run(train_entry.main, ["debug=fdr", "trainer=cpu"], tmp_path / "ok", capfd)
     assert code == 0, err[-2000:]
     assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["global_step"] == 1
+
+
+def test_an_unreachable_store_for_ckpt_path_is_one_line(tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore retries take seconds each
+    import fsspec
+
+    fsspec.filesystem("s3").clear_instance_cache()
+    url = "s3://litforge/run/step-00000001.ckpt"
+    for main in (train_entry.main, eval_entry.main):
+        code, out, err = run(main, [f"ckpt_path={url}"], tmp_path / "run", capfd)
+        assert_one_line_error(code, out, err, f"ckpt_path={url} cannot be read (")
+
+
+def test_a_local_checkpoint_dir_that_cannot_be_written_blames_no_credentials(tmp_path, capfd):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    args = [f"checkpoint.dir={blocker / 'ckpts'}"]
+    code, out, err = run(train_entry.main, args, tmp_path / "run", capfd)
+    assert_one_line_error(code, out, err, f"checkpoint.dir={blocker / 'ckpts'}: cannot write there")
+    assert "AWS" not in err and "a directory this user may write to" in err

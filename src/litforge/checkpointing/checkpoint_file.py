@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, redact_url
 from litforge.schema import leaves
 
 # What Lightning's ModelParallelStrategy writes beside the shards (strategies/model_parallel.py
@@ -28,10 +28,17 @@ def fetch(url: str, staging_dir: Path) -> Path:
         return Path(str(url).removeprefix("file://"))
     parent, _, name = str(url).rpartition("/")
     store = CheckpointStore(parent)
+    shown = redact_url(str(url))
     try:
         return store.download(name, download_dir(staging_dir, "explicit") / name)
     except FileNotFoundError as err:
-        raise ConfigError(f"ckpt_path={url}: no such object") from err
+        raise ConfigError(f"ckpt_path={shown}: no such object") from err
+    except Exception as err:  # noqa: BLE001 - each fsspec backend raises its own types
+        raise ConfigError(
+            f"ckpt_path={shown} cannot be read ({type(err).__name__}: {_first_line(err)}); "
+            "check the endpoint (AWS_ENDPOINT_URL for S3-compatible stores), the credentials "
+            "in the environment and the network"
+        ) from None
 
 
 def check_resumable(path: Path, model: DictConfig, what: str, sharded: bool = False) -> None:

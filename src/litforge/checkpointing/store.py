@@ -183,10 +183,15 @@ class CheckpointStore:
             self.fs.pipe_file(probe, b"ok")
             self.fs.rm_file(probe)
         except Exception as err:  # noqa: BLE001 - each backend raises its own types
+            what = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            if self.is_local:
+                raise ConfigError(
+                    f"checkpoint.dir={self}: cannot write there ({what}). Give a directory "
+                    "this user may write to (a path, or an fsspec URL such as s3://BUCKET/prefix)"
+                ) from err
             raise ConfigError(
-                f"checkpoint.dir={self}: cannot write there ({type(err).__name__}: "
-                f"{str(err).splitlines()[0] if str(err) else ''}). Check the URL, that the bucket "
-                "exists, and the credentials in the environment (AWS_ACCESS_KEY_ID, "
+                f"checkpoint.dir={self}: cannot write there ({what}). Check the URL, that the "
+                "bucket exists, and the credentials in the environment (AWS_ACCESS_KEY_ID, "
                 "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3-compatible stores)"
             ) from err
 
