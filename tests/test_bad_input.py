@@ -227,5 +227,7 @@ def test_a_local_checkpoint_dir_that_cannot_be_written_blames_no_credentials(tmp
     blocker.write_text("not a directory\n")
     args = [f"checkpoint.dir={blocker / 'ckpts'}"]
     code, out, err = run(train_entry.main, args, tmp_path / "run", capfd)
-    assert_one_line_error(code, out, err, f"checkpoint.dir={blocker / 'ckpts'}: cannot write there")
+    assert_one_line_error(
+        code, out, err, f"checkpoint.dir={blocker / 'ckpts'}/run: cannot write there"
+    )
     assert "AWS" not in err and "a directory this user may write to" in err
