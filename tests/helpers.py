@@ -53,6 +53,18 @@ class KillAtStep(L.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class RaiseAtStep(L.Callback):
+    """Raise once `step` optimizer steps are done: a crash this process survives (in-process
+    tests; KillAtStep for a real kill)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"crash at step {self.step} (tests.helpers.RaiseAtStep)")
+
+
 class SignalAtStep(L.Callback):
     """Send `signum` to rank 0's process at `step`, as a cloud's spot notice would."""
 

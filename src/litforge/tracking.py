@@ -102,6 +102,15 @@ def log_end(trainer: L.Trainer, metrics: dict[str, Any]) -> None:
         elif "TensorBoardLogger" in kinds:
             text = "\n".join(f"{k}: {v}" for k, v in final.items())
             logger.experiment.add_text("final", text, trainer.global_step)
+            # The HPARAMS view needs metrics with the hyperparameters (those log_start gave):
+            # hp/ tags, so the step-0 points Lightning writes for them join no curve.
+            scores = {
+                f"hp/{k}": float(v)
+                for k, v in metrics.items()
+                if k.startswith(("val/", "test/")) and isinstance(v, (int, float))
+            }
+            if scores:
+                logger.log_hyperparams(dict(logger.hparams), metrics=scores)
             logger.experiment.flush()
     finish_active_runs(failed=False)  # the next run in this process starts its own
 

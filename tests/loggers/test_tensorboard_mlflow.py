@@ -51,3 +51,49 @@ def test_sweep_trials_are_nested_under_one_parent_run(tmp_path):
     parents = {client.get_run(t.run_id).data.tags["mlflow.parentRunId"] for t in trials}
     (parent,) = parents
     assert client.get_run(parent).data.tags["litforge.parent"] == "study"
+
+
+def _events(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))  # purges as TensorBoard does
+    events.Reload()
+    return events
+
+
+def test_tensorboard_hparams_view_holds_the_config_and_final_metrics(make_cfg, tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    metrics = train(make_cfg("logger=tensorboard", "debug=limit"))
+    content = _events(tmp_path / "run").PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hparams = start.session_start_info.hparams
+    assert hparams["config/model/optimizer/lr"].number_value == pytest.approx(3e-3)
+    assert hparams["run/effective_batch_size"].number_value == 64
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    tags = {m.name.tag for m in experiment.experiment.metric_infos}
+    assert {"hp/test/acc", "hp/val/loss"} <= tags
+    assert _events(tmp_path / "run").Scalars("hp/test/acc")[0].value == pytest.approx(
+        metrics["test/acc"]
+    )
+
+
+def test_a_resumed_run_shows_each_step_once_in_tensorboard(make_cfg, tmp_path):
+    args = ["logger=tensorboard", "debug=limit", "trainer.log_every_n_steps=1", "run_name=tb",
+            "checkpoint.every_n_train_steps=2", "test=false"]  # fmt: skip
+    crash = ["+callbacks.crash._target_=tests.helpers.RaiseAtStep", "+callbacks.crash.step=5"]
+    with pytest.raises(RuntimeError, match="crash at step 5"):
+        train(make_cfg(*args, *crash))  # steps 0-4 logged, the newest checkpoint is step 4
+    train(make_cfg(*args))  # resumes from step 4 and logs steps 4 and 5 again
+    steps = [e.step for e in _events(tmp_path / "run").Scalars("train/loss_step")]
+    assert steps == sorted(set(steps)) and steps[-1] == 5
+    # What tells every TensorBoard reader to drop the first attempt's steps >= 4: the
+    # resumed writer's file starts with a SessionLog START at step 4 (purge_step).
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.proto.event_pb2 import SessionLog
+
+    starts = []
+    for file in sorted((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*")):
+        events = [e for e in EventFileLoader(str(file)).Load() if not e.HasField("file_version")]
+        starts += [e.step for e in events[:1] if e.session_log.status == SessionLog.START]
+    assert starts == [4]
