@@ -94,8 +94,9 @@ def test_the_probe_refuses_an_unknown_precision():
         PrecisionProbe("fp8")
 
 
-def test_a_rerun_starts_from_a_clean_report(tmp_path):
-    """A stable sweep directory: records of an earlier sweep's jobs are not reported again."""
+def test_a_rerun_starts_from_a_clean_report_and_keeps_the_old_one(tmp_path, capsys):
+    """A stable sweep directory: records of an earlier sweep's jobs are not reported again,
+    and its report moves to previous/<time>/ rather than being overwritten."""
     sweep = tmp_path / "ab"
     (sweep / "2").mkdir(parents=True)
     (sweep / "2" / PROBE_FILE).write_text("{}")
@@ -106,7 +107,12 @@ def test_a_rerun_starts_from_a_clean_report(tmp_path):
          "precision_ab": {"compare": "auto", "threshold": 0.05, "smooth_steps": 10}}
     )  # fmt: skip
     PrecisionReport().on_multirun_start(config)
-    assert sorted(p.name for p in sweep.rglob("*")) == ["2", "metrics.json"]  # only ours went
+    (kept,) = (sweep / "previous").iterdir()
+    assert sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*") if p.is_file()) == [
+        "2/metrics.json", f"previous/{kept.name}/precision_ab.md"
+    ]  # fmt: skip
+    assert (kept / "precision_ab.md").read_text() == "old"
+    assert f"precision A/B: the previous report moved to {kept}" in capsys.readouterr().out
 
 
 def test_sweep_values_put_float32_first_and_quote_it():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,11 @@ class PrecisionReport(Callback):
         with report_user_errors():
             check(config)
         sweep_dir = Path(config.hydra.sweep.dir)
-        # A rerun into the same (stable) sweep directory must not report an older job.
-        for stale in [*sweep_dir.glob(f"*/{PROBE_FILE}"), *(sweep_dir / n for n in OUTPUTS)]:
-            stale.unlink(missing_ok=True)
+        # A rerun into the same (stable) sweep directory must not report an older job, and
+        # keeps the older report instead of overwriting it.
+        for stale in sweep_dir.glob(f"*/{PROBE_FILE}"):
+            stale.unlink()
+        keep_previous_report(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -82,6 +85,20 @@ def check(config: DictConfig) -> None:
     plain = {"precision_ab": OmegaConf.to_container(config.precision_ab, resolve=True)}
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={value} is invalid; {reason}")
+
+
+def keep_previous_report(sweep_dir: Path) -> Path | None:
+    """Move an earlier report out of the way, into previous/<its time>/; say where."""
+    found = [sweep_dir / name for name in OUTPUTS if (sweep_dir / name).is_file()]
+    if not found:
+        return None
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(found[0].stat().st_mtime))
+    target = sweep_dir / "previous" / stamp
+    target.mkdir(parents=True, exist_ok=True)
+    for path in found:
+        path.replace(target / path.name)
+    print(f"precision A/B: the previous report moved to {target}", flush=True)
+    return target
 
 
 def load_runs(sweep_dir: Path) -> list[dict[str, Any]]:
