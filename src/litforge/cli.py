@@ -167,8 +167,17 @@ def check_output_dir(overrides: list[str]) -> None:
         )
 
 
+def remove_unused_run_dir() -> None:
+    """Rank 0: delete this Hydra run's directory if it holds only start-up records (a
+    process about to leave through os._exit, which skips report_user_errors)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if rank_zero_only.rank == 0 and HydraConfig.initialized():
+        _remove_if_unused(Path(HydraConfig.get().runtime.output_dir))
+
+
 # What Hydra and run_record write before anything is trained.
-_START_RECORDS = {"config.yaml", "run.json", "overrides.yaml", "hydra.yaml"}
+_START_RECORDS = {"config.yaml", "run.json", "overrides.yaml", "hydra.yaml", "hparams.yaml"}
 
 
 def _remove_if_unused(run_dir: Path) -> None:

@@ -153,6 +153,12 @@ def _deadline(seconds: float, error: LitforgeError, quiet: bool = False) -> Iter
         if not quiet:
             sys.stdout.flush()
             print(f"error: {error}", file=sys.stderr, flush=True)
+        # os._exit skips the interpreter's exit: release the run's locks (registered with
+        # atexit by checkpointing.lock) and drop a run directory that holds nothing yet.
+        atexit._run_exitfuncs()
+        from litforge.cli import remove_unused_run_dir  # not at import: cli imports us
+
+        remove_unused_run_dir()
         os._exit(error.exit_code)
 
     threading.Thread(target=expire, name="litforge-rendezvous-deadline", daemon=True).start()

@@ -242,6 +242,8 @@ def test_missing_node_ends_the_wait_in_one_line(tmp_path):
     )
     assert "NODE_RANK=1" in errors[0]
     assert "Traceback" not in result.stderr
+    # Nothing was trained: no run directory, and so no stale lock, is left behind.
+    assert not tmp_path.exists(), sorted(str(p) for p in tmp_path.rglob("*"))
 
 
 # 11: each DDP rank destroys its process group before the interpreter shuts down.
