@@ -38,11 +38,18 @@ def newest_checkpoint(run_dir: Path) -> Path:
     return sorted((run_dir / "checkpoints").glob("step-*.ckpt"))[-1]
 
 
-def test_user_module_trains_resumes_with_its_schedule_and_evaluates(make_cfg, tmp_path):
+def test_user_module_trains_resumes_with_its_schedule_and_evaluates(make_cfg, tmp_path, caplog):
     run_dir = tmp_path / "run"
-    first = train(make_cfg(*USER, "trainer.max_epochs=2", "run_name=u", "test=false",
-                           run_dir=run_dir))  # fmt: skip
+    with caplog.at_level(logging.INFO, "litforge"):
+        first = train(make_cfg(*USER, "trainer.max_epochs=2", "run_name=u", "test=false",
+                               run_dir=run_dir))  # fmt: skip
     assert first["global_step"] == 10
+    # Every default callback measured the plain classes; none skipped or refused.
+    assert "memory budget for LitClassifier (6,762 parameters, optimizer SGD)" in caplog.text
+    assert "effective batch size 32 = batch_size 32" in caplog.text
+    assert not [
+        r for r in caplog.records if r.levelname == "WARNING" and "skipped" in r.getMessage()
+    ]
     resumed = train(make_cfg(*USER, "trainer.max_epochs=4", "run_name=u", run_dir=run_dir))
     whole = train(make_cfg(*USER, "trainer.max_epochs=4", run_dir=tmp_path / "whole"))
     assert resumed["global_step"] == whole["global_step"] == 20
