@@ -89,4 +89,7 @@ def test_sigterm_is_honoured_while_the_store_hangs(s3, proxy, tmp_path):
     assert "SIGTERM received: saved a checkpoint at step" in stderr
     step = int(stderr.split("saved a checkpoint at step ")[1].split()[0])
     assert (staging / f"step-{step:08d}.ckpt.complete").is_file()
-    assert time.monotonic() - began < 30  # well inside a cloud's grace period
+    took = time.monotonic() - began
+    # One checkpoint.timeout_s (10 s) for the uploads and the lock release together, plus
+    # the process's own shutdown: well inside GCP's 30 s (it once took 25.6 s).
+    assert took < 20, took

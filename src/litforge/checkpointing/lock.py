@@ -88,19 +88,22 @@ class RunLock:
         )
         self._thread.start()
 
-    def release(self) -> None:
-        """Remove the lock if it is still ours; waits at most `timeout_s` for the store.
-        Once only: the call registered for interpreter exit is dropped."""
+    def release(self, wait_s: float | None = None) -> None:
+        """Remove the lock if it is still ours; waits at most `timeout_s` (or `wait_s`, when
+        shorter: a preempted run's grace period is nearly spent) for the store. A removal
+        still pending then goes on in a daemon thread; a lock it leaves behind is taken
+        over as stale. Once only: the call registered for interpreter exit is dropped."""
         if self._stop.is_set():
             return
         self._stop.set()
         atexit.unregister(self.release)
-        if self.timeout_s is None:
+        if self.timeout_s is None and wait_s is None:
             self._remove()
             return
         thread = threading.Thread(target=self._remove, name="litforge-lock-release", daemon=True)
         thread.start()
-        thread.join(self.timeout_s)
+        limits = [t for t in (self.timeout_s, wait_s) if t is not None]
+        thread.join(max(0.0, min(limits)))
 
     def _remove(self) -> None:
         try:

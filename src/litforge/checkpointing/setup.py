@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,8 @@ class Checkpointing:
         """After fit: the best checkpoint to test (none here: the weights in memory)."""
         return Best()
 
-    def release(self) -> None:
-        """Give up this run's locks (once; also when fit raised)."""
+    def release(self, wait_s: float | None = None) -> None:
+        """Give up this run's locks (once; also when fit raised), waiting at most `wait_s`."""
 
 
 class StoreCheckpointing(Checkpointing):
@@ -70,6 +71,7 @@ class StoreCheckpointing(Checkpointing):
 
         Raises `UploadsPending` (naming the local copies) if the store stayed unreachable.
         """
+        deadline = None
         try:
             signum = self.preemption.stopped_by
             if not signum:
@@ -77,7 +79,10 @@ class StoreCheckpointing(Checkpointing):
                 best = self.saver.agreed_best(trainer)
                 return Best(self.saver.best_local_path(best), self.saver.best_url(best))
             staged = None
-            try:  # within the grace period: one request's worth of waiting, not the final flush
+            # Within the grace period: one request's worth of waiting (checkpoint.timeout_s)
+            # for the uploads and the lock release together, not the final flush.
+            deadline = time.monotonic() + (self.store.timeout_s or 0.0)
+            try:
                 self.saver.finish(timeout_s=self.store.timeout_s)
             except UploadsPending:
                 staged = str(self.saver.staging_dir)
@@ -85,11 +90,11 @@ class StoreCheckpointing(Checkpointing):
                 signum, trainer.global_step, str(self.store), staged, self.saver.resume_hint
             )
         finally:
-            self.release()
+            self.release(None if deadline is None else max(0.5, deadline - time.monotonic()))
 
-    def release(self) -> None:
+    def release(self, wait_s: float | None = None) -> None:
         for lock in self.locks:
-            lock.release()
+            lock.release(wait_s)
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
