@@ -3,6 +3,7 @@ directory, keys never land anywhere, a resumed run continues the same W&B run.""
 
 from __future__ import annotations
 
+import logging
 import os
 import pty
 import select
@@ -201,3 +202,18 @@ def test_without_the_wandb_package_logger_wandb_is_one_line(make_cfg, no_key, mo
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
     with pytest.raises(ConfigError, match=r"^logger=wandb needs the wandb package.*pip install"):
         build.build_trainer(make_cfg("logger=wandb"))
+
+
+def test_an_unreachable_wandb_server_is_one_warning_and_the_run_logs_offline(
+    make_cfg, no_key, seen, monkeypatch, tmp_path, caplog
+):
+    monkeypatch.setenv("WANDB_API_KEY", PLANTED)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    with caplog.at_level(logging.WARNING, "litforge"):
+        metrics = train(make_cfg("logger=wandb", "debug=limit", "test=false",
+                                 "logger.wandb.init_timeout_s=3"))  # fmt: skip
+    assert metrics["global_step"] == 6 and seen["offline"]
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("wandb:")]
+    assert len(warnings) == 1 and "cannot reach the W&B server" in warnings[0]
+    assert "logging offline to" in warnings[0] and PLANTED not in caplog.text
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))

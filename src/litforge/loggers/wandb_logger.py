@@ -53,8 +53,11 @@ def wandb_logger(
     entity: str | None = None,
     log_model: bool | str = False,
     checkpoint_reference: bool = False,
+    init_timeout_s: float = 30.0,
 ) -> WandbLogger:
-    """Lightning's WandbLogger, configured as this module's docstring says."""
+    """Lightning's WandbLogger, configured as this module's docstring says. Online, rank 0
+    starts the W&B run here: a server it cannot reach within `init_timeout_s` is one
+    warning line and the run logs offline instead of dying in wandb.init."""
     if mode not in MODES:
         raise ConfigError(f"logger.wandb.mode={mode} is not one of: {', '.join(MODES)}")
     if not project or _BAD_PROJECT.search(project) or len(project) > 128:
@@ -94,22 +97,37 @@ def wandb_logger(
             "pip install 'wandb>=0.31,<0.32', or pick another logger= (csv, tensorboard)"
         ) from None
 
-    logger = WandbLogger(
-        save_dir=str(run_dir),
-        project=project,
-        name=name,
-        group=group,
-        tags=list(tags or []),
-        entity=entity,
-        log_model=log_model,
-        id=_run_id(run_dir),
-        resume="allow",
-        mode=effective,
-        settings=wandb.Settings(silent=True, console="off"),
-    )
-    # Lightning 2.6.6 always passes anonymous=None, which wandb 0.31 warns about on each run.
-    logger._wandb_init.pop("anonymous", None)
-    logger.litforge_checkpoint_reference = checkpoint_reference  # read by tracking.log_end
+    def make(run_mode: str) -> WandbLogger:
+        logger = WandbLogger(
+            save_dir=str(run_dir),
+            project=project,
+            name=name,
+            group=group,
+            tags=list(tags or []),
+            entity=entity,
+            log_model=log_model,
+            id=_run_id(run_dir),
+            resume="allow",
+            mode=run_mode,
+            settings=wandb.Settings(silent=True, console="off", init_timeout=init_timeout_s),
+        )
+        # Lightning 2.6.6 always passes anonymous=None, which wandb 0.31 warns about.
+        logger._wandb_init.pop("anonymous", None)
+        logger.litforge_checkpoint_reference = checkpoint_reference  # tracking.log_end
+        return logger
+
+    logger = make(effective)
+    if effective == "online" and rank_zero_only.rank == 0:
+        try:
+            logger.experiment  # noqa: B018 - starts the W&B run now, where a failure is ours
+        except wandb.errors.Error as err:
+            log.warning(
+                "wandb: cannot reach the W&B server (%s); logging offline to %s instead, "
+                "upload later with: wandb sync %s",
+                str(err).splitlines()[0], run_dir / "wandb", run_dir / "wandb" / "offline-run-*",
+            )  # fmt: skip
+            wandb.teardown()  # else the service still holds the run id: "is in use"
+            logger = make("offline")
     return logger
 
 
