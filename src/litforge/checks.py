@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -21,6 +22,7 @@ from omegaconf.errors import (
 
 from litforge import schema, targets
 from litforge.errors import ConfigError
+from litforge.paths import unwritable
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -30,6 +32,7 @@ def check_config(cfg: DictConfig) -> None:
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={_show(value)} is invalid; {reason}")
     check_targets(plain)
+    _check_logger_dirs(plain)
     _check_model_fits_data(plain)
     _check_something_to_rank(plain)
     accelerator = str(plain["trainer"].get("accelerator", "auto"))
@@ -56,6 +59,19 @@ def check_targets(plain: dict[str, Any]) -> None:
     targets.require_partial(plain["model"].get("scheduler"), "model.scheduler", "the optimizer")
     for group in ("data", "model", "callbacks", "logger"):
         targets.check_tree(plain.get(group), group)
+
+
+def _check_logger_dirs(plain: dict[str, Any]) -> None:
+    """A logger's `save_dir` it cannot write would fail at its first write, mid-start."""
+    for name, node in (plain.get("logger") or {}).items():
+        save_dir = node.get("save_dir") if isinstance(node, dict) else None
+        if isinstance(save_dir, str) and "://" not in save_dir:
+            problem = unwritable(Path(save_dir))
+            if problem:
+                raise ConfigError(
+                    f"logger.{name}.save_dir={save_dir}: cannot write there ({problem}); "
+                    "give a directory this user may write to"
+                )
 
 
 def _show(value: Any) -> str:

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from litforge import launchers, multirun
 from litforge.config_search import CONF_DIR, group_options
 from litforge.errors import ConfigError, LitforgeError
+from litforge.paths import unwritable
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
 
@@ -158,11 +159,10 @@ def check_output_dir(overrides: list[str]) -> None:
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = [item.split("=", 1)[1] for item in overrides if item.startswith(f"{key}=")]
     target = Path(given[-1] if given else ("multirun" if multirun else "outputs")).absolute()
-    existing = next(p for p in (target, *target.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        what = "not a directory" if not existing.is_dir() else "not writable"
+    problem = unwritable(target)
+    if problem:
         raise ConfigError(
-            f"{key}={target}: cannot create the run directory there ({existing} is {what}); "
+            f"{key}={target}: cannot create the run directory there ({problem}); "
             f"pass {key}=PATH somewhere writable"
         )
 
