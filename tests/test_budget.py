@@ -226,3 +226,16 @@ def test_the_estimate_is_near_the_measured_gpu_peak(make_cfg):
     trainer.fit(build_module(cfg), datamodule=build_datamodule(cfg))
     assert callback.peak is not None and callback.estimate is not None
     assert 0.5 < callback.estimate.total / callback.peak < 1.5
+
+
+def test_cpu_processes_that_together_exceed_the_free_ram_are_one_line():
+    from litforge.callbacks.memory_budget import ram_problem
+
+    gib = 2**30
+    assert ram_problem(3 * gib, 4, available=16 * gib) is None
+    assert ram_problem(5 * gib, 1, available=1 * gib) is None  # one process: the budget's own
+    assert ram_problem(5 * gib, 4, available=16 * gib) == (
+        "memory budget: 4 CPU processes need about 20.0 GiB (5.0 GiB each), more than the "
+        "16.0 GiB of RAM available; use fewer trainer.devices, or processes.oversubscribe=true "
+        "to start them anyway"
+    )

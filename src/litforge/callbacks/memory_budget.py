@@ -36,6 +36,8 @@ class MemoryBudget(L.Callback):
         H100); None: the GPU's own, and no limit on CPU.
     enforce: stop before training when the estimate exceeds it (False: warn and go on).
     compare_after_steps: optimizer steps before the GPU comparison.
+    oversubscribe: on CPU, start processes whose estimates together exceed the RAM
+        available (processes.oversubscribe); else that stops the run in one line.
 
     The measurements run on rebuilt copies of the module inside `torch.random.fork_rng`,
     so training (weights, RNG streams, data order) is the same with or without this.
@@ -46,6 +48,7 @@ class MemoryBudget(L.Callback):
         device_memory: str | int | None = None,
         enforce: bool = True,
         compare_after_steps: int = 3,
+        oversubscribe: bool = False,
     ) -> None:
         if device_memory is not None:  # parsed now: a typo fails before anything runs
             device_limit(torch.device("cpu"), device_memory, f"{KEY}.device_memory")
@@ -58,6 +61,7 @@ class MemoryBudget(L.Callback):
         self.device_memory = device_memory
         self.enforce = enforce
         self.compare_after_steps = compare_after_steps
+        self.oversubscribe = oversubscribe
         self.estimate: Row | None = None  # rank 0's, once fit has set up
         self.peak: int | None = None  # torch.cuda.max_memory_allocated() when compared
 
@@ -95,6 +99,10 @@ class MemoryBudget(L.Callback):
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the measurement's blocks go back before training
         _show(subject, row, limit)
+        if device.type == "cpu" and not self.oversubscribe:
+            problem = ram_problem(row.total, trainer.world_size // trainer.num_nodes)
+            if problem:
+                return problem
         if limit.fits(row.total):
             return None
         message = report.exceeded(row, limit, report.options(subject, row, limit), KEY)
@@ -127,6 +135,32 @@ class MemoryBudget(L.Callback):
     def _compares(self, trainer: L.Trainer) -> bool:
         cuda = trainer.strategy.root_device.type == "cuda"
         return cuda and trainer.is_global_zero and self.estimate is not None
+
+
+def available_ram() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), in bytes; None elsewhere."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def ram_problem(per_process: int, processes: int, available: int | None = None) -> str | None:
+    """The one line when `processes` CPU processes of `per_process` bytes each do not fit
+    in the RAM available; None when they do, or for one process (the budget covers it)."""
+    available = available_ram() if available is None else available
+    if processes < 2 or available is None or per_process * processes <= available:
+        return None
+    return (
+        f"memory budget: {processes} CPU processes need about "
+        f"{report.size(per_process * processes)} ({report.size(per_process)} each), more than "
+        f"the {report.size(available)} of RAM available; use fewer trainer.devices, or "
+        "processes.oversubscribe=true to start them anyway"
+    )
 
 
 def _show(subject: Any, row: Row, limit: report.Limit) -> None:
