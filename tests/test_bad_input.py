@@ -256,3 +256,11 @@ def test_a_logger_save_dir_on_a_read_only_filesystem_is_one_line(tmp_path, capfd
         f"logger.tensorboard.save_dir={read_only_dir / 'tb'}: cannot write there "
         f"({read_only_dir} is not writable)",
     )  # fmt: skip
+
+
+def test_a_read_only_checkpoint_dir_blames_no_credentials(tmp_path, capfd, read_only_dir):
+    code, out, err = run(
+        train_entry.main, [f"checkpoint.dir={read_only_dir}"], tmp_path / "r", capfd
+    )
+    assert_one_line_error(code, out, err, f"checkpoint.dir={read_only_dir}/r: cannot write there")
+    assert "AWS" not in err and "Read-only file system" in err
