@@ -95,7 +95,7 @@ TRAIN_CASES = [
         ["+run_note=${oc.env:LITFORGE_UNSET_VAR}"],
         "run_note reads the environment variable LITFORGE_UNSET_VAR, which is not set",
     ),
-    (["model=null"], "model=null: a run needs a model; pick one of conf/model/: cnn, gpt"),
+    (["model=null"], "model=null: a run needs a model; pick one of conf/model/: cnn"),
     (["debug=null"], "debug=null: leave debug out (by default none is picked), or pick one of"),
     (["optimized_mode=maximum"], "optimized_mode=maximum"),
     (["data.batch_size=0"], "data.batch_size=0"),
