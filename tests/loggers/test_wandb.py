@@ -217,3 +217,16 @@ def test_an_unreachable_wandb_server_is_one_warning_and_the_run_logs_offline(
     assert len(warnings) == 1 and "cannot reach the W&B server" in warnings[0]
     assert "logging offline to" in warnings[0] and PLANTED not in caplog.text
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+
+
+def test_the_users_wandb_dirs_are_kept_and_ours_follow_each_run(no_key, monkeypatch, tmp_path):
+    from litforge.loggers import wandb_logger as module
+
+    monkeypatch.setattr(module, "_SET_BY_US", {})  # restored, with the variables, afterwards
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "mine"))
+    monkeypatch.delenv("WANDB_CACHE_DIR", raising=False)
+    monkeypatch.delenv("WANDB_CONFIG_DIR", raising=False)
+    wandb_logger(save_dir=str(tmp_path / "a"), mode="offline")
+    wandb_logger(save_dir=str(tmp_path / "b"), mode="offline")  # the next job of a sweep
+    assert os.environ["WANDB_DATA_DIR"] == str(tmp_path / "mine")
+    assert os.environ["WANDB_CACHE_DIR"] == str(tmp_path / "b" / "wandb" / "cache")

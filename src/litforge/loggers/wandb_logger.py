@@ -27,6 +27,8 @@ from litforge.errors import ConfigError
 log = logging.getLogger("litforge")
 MODES = ("auto", "online", "offline", "disabled")
 ID_FILE = run_ids.WANDB
+# WANDB_*_DIR values this module set (an in-process sweep's next job moves them along).
+_SET_BY_US: dict[str, str] = {}
 # W&B refuses these in project names.
 _BAD_PROJECT = re.compile(r"[/\\#?%:]")
 
@@ -82,7 +84,9 @@ def wandb_logger(
     run_dir = Path(save_dir)
     for var, sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
                      ("WANDB_DATA_DIR", "data")):  # fmt: skip
-        os.environ[var] = str(run_dir / "wandb" / sub)
+        # The user's own setting wins; one litforge set for an earlier run is replaced.
+        if os.environ.get(var) in (None, _SET_BY_US.get(var)):
+            os.environ[var] = _SET_BY_US[var] = str(run_dir / "wandb" / sub)
     if effective == "offline" and rank_zero_only.rank == 0:
         log.info(
             "wandb: logging offline to %s (%s); upload later with: wandb sync %s",
