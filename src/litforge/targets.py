@@ -192,10 +192,6 @@ def _describe(hint: Any) -> str:
     return str(hint).replace("typing.", "")
 
 
-def is_partial_node(node: Any) -> bool:
-    return isinstance(node, dict) and "_target_" in node and bool(node.get("_partial_", False))
-
-
 def require_partial(node: Any, path: str, called_with: str) -> None:
     """An optimizer or scheduler node must be `_partial_: true`: the module calls it."""
     if isinstance(node, dict) and "_target_" in node and not node.get("_partial_", False):
