@@ -28,7 +28,7 @@ from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, ratios
 from litforge.checkpointing.callback import SaveTiming, StoreCheckpoint
 from litforge.cli import compose
-from litforge.train import train
+from litforge.training import train
 
 BUCKET = "litforge"
 DIGITS_EPOCH = 19  # optimizer steps per digits epoch (1,197 images, batch 64)

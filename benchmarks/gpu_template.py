@@ -1,6 +1,6 @@
 """GPU benchmark, template against raw loop: what the template costs per step on the card.
 
-The template (`litforge.train.train`) and the hand-written loop of `benchmarks.rawloop`
+The template (`litforge.training.train`) and the hand-written loop of `benchmarks.rawloop`
 at the same settings, timed between two optimizer steps inside each run, interleaved.
 """
 
@@ -49,7 +49,7 @@ def template_vs_raw(
     from benchmarks.stats import interleaved, ratios
     from litforge import build as lf_build
     from litforge.cli import compose
-    from litforge.train import train
+    from litforge.training import train
 
     first, last = window
     overrides = [

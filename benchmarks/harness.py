@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from litforge.cli import silence_known_upstream_warnings
+from litforge.exits import silence_known_upstream_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -19,7 +19,7 @@ from benchmarks.harness import scratch_dir
 from benchmarks.overhead import template_runner
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge.cli import compose
-from litforge.train import train
+from litforge.training import train
 
 BASE = ["experiment=digits_cnn"]
 LOGGERS = {

@@ -2,7 +2,7 @@
 
 Three sides per model, each the CPU time per optimizer step (slope between a short and
 a long run, so start-up cancels):
-  template  `litforge.train.train(cfg)` as `python train.py` runs it under CI: default
+  template  `litforge.training.train(cfg)` as `python train.py` runs it under CI: default
             callbacks (checkpointing, LR monitor, epoch log lines) and the CSV logger
   lightning Lightning's minimal Trainer on the same LightningModule and DataModule: no
             logger, no checkpointing, no callbacks, no model summary, no progress bar
@@ -26,7 +26,7 @@ from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge import build
 from litforge.cli import compose
-from litforge.train import train
+from litforge.training import train
 
 # Step counts of the short and long run. Digits has 19 batches per epoch and validates
 # and checkpoints each epoch, so both counts end an epoch and the slope carries the
@@ -44,7 +44,7 @@ Runner = Callable[[int], Any]
 
 
 def template_runner(overrides: list[str], dirs: list[Path]) -> Runner:
-    """`litforge.train.train(cfg)` as `python train.py *overrides` runs it (no test)."""
+    """`litforge.training.train(cfg)` as `python train.py *overrides` runs it (no test)."""
 
     def run(steps: int) -> Any:
         dirs.append(scratch_dir())

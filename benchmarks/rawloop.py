@@ -1,6 +1,6 @@
 """The hand-written PyTorch loop the template is compared with.
 
-It does the work `litforge.train.train` does for one experiment, written out plainly:
+It does the work `litforge.training.train` does for one experiment, written out plainly:
 the same net, datasets, batch size, AdamW parameter groups, warmup + cosine LR, seed;
 the training loss (and accuracy for the classifier) logged every `log_every_n_steps`
 steps to a CSV file, validation on the same schedule as the Trainer, and a best + last

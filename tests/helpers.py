@@ -13,7 +13,10 @@ from typing import Any
 
 import lightning as L
 
+from litforge.conf import LIBRARY_CONF_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"  # the project's groups; litforge's are LIBRARY_CONF_DIR
 
 # Small enough that a GPT step takes milliseconds on one CPU core.
 TINY_GPT = [
@@ -161,3 +164,15 @@ class RecordShard(L.Callback):
         out = Path(trainer.default_root_dir) / "shards" / f"rank{trainer.global_rank}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(record))
+
+
+def conf_groups() -> list[str]:
+    """Every config group, the project's (conf/) and litforge's, Hydra's own left out."""
+    dirs = [*CONF.iterdir(), *LIBRARY_CONF_DIR.iterdir()]
+    return sorted({p.name for p in dirs if p.is_dir() and p.name not in ("hydra", "litforge")})
+
+
+def conf_options(group: str) -> list[str]:
+    """The options of `group` from both places (a project file shadows the library's)."""
+    found = [*(CONF / group).glob("*.yaml"), *(LIBRARY_CONF_DIR / group).glob("*.yaml")]
+    return sorted({p.stem for p in found})

@@ -1,7 +1,9 @@
-"""A capability is a module plus a config file: delete both and the template still works."""
+"""The package map: capabilities in layers that import only downwards, each optional one
+removable (its code, its configs, its extra's packages) with the core recipe still working."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -9,11 +11,128 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from litforge import build
-from litforge.train import train
+from litforge.training import train
 from tests.helpers import ROOT
 
+SRC = ROOT / "src" / "litforge"
 BARE = ["checkpoint=none", "callbacks=none", "logger=none", "debug=fdr", "trainer=cpu"]
+
+# Each top-level unit of the package and its layer: a unit imports only lower layers
+# (README "Architecture" draws the same map).
+LAYERS = {
+    0: {
+        "errors",
+        "exits",
+        "console",
+        "paths",
+        "extras",
+        "precision",
+        "run_record",
+        "optim",
+        "datamodule_facts",
+        "conf",
+        "callbacks",
+        "models",
+        "nets",
+        "data",
+    },  # fmt: skip
+    1: {"validation", "scaffold"},
+    2: {"launch"},
+    3: {"checkpointing"},
+    4: {"tracking"},
+    5: {"toolkit"},
+    6: {"sweeps"},
+    # The recipes and commands: the only units that may import any capability.
+    9: {
+        "build",
+        "cli",
+        "training",
+        "evaluation",
+        "budget",
+        "matmul_bench",
+        "consolidate",
+        "__init__",
+    },  # fmt: skip
+}
+LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}
+# Within these layers units may import each other (Python refuses a cycle at import).
+OPEN_LAYERS = {0, 9}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports() -> list[tuple[str, str, str]]:
+    """(importing file, its unit, imported unit) for every litforge import in the package."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        unit = _unit(".".join(rel.parts).removesuffix(".__init__"))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "litforge":
+                    names = [f"litforge.{a.name}" for a in node.names]
+                elif node.module.startswith("litforge."):
+                    names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("litforge.")]
+            found += [(str(rel), unit, _unit(n)) for n in names if _unit(n) != unit]
+    return found
+
+
+def test_every_unit_has_a_layer():
+    units = {p.stem if p.is_file() else p.name for p in SRC.iterdir()}
+    units = {u for u in units if not u.startswith(("__pycache__", "."))} - {"py"}
+    assert units - set(LAYER_OF) == set(), "add each new module or subpackage to LAYERS"
+
+
+def test_capabilities_import_only_downwards():
+    upward = [
+        f"{file} imports litforge.{target} (layer {LAYER_OF[target]} >= its own {LAYER_OF[unit]})"
+        for file, unit, target in _imports()
+        if LAYER_OF[target] > LAYER_OF[unit]
+        or (LAYER_OF[target] == LAYER_OF[unit] and LAYER_OF[unit] not in OPEN_LAYERS)
+    ]
+    assert upward == []
+
+
+def test_importing_litforge_loads_nothing_else():
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, litforge; print(sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = eval(result.stdout)  # a printed list of names
+    assert [m for m in loaded if m.startswith("litforge")] == ["litforge"]
+    assert "torch" not in loaded and "lightning" not in loaded
+
+
+def test_public_names_resolve():
+    import litforge
+
+    for name in litforge.__all__:
+        assert getattr(litforge, name) is not None, name
+
+
+def test_one_place_asks_whether_a_run_is_fsdp():
+    askers = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if '== "fsdp"' in p.read_text() or "== STRATEGY_NAME" in p.read_text()
+    ]
+    assert askers == ["launch/fsdp.py"]
+
+
+def test_no_module_is_over_300_lines():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}  # fmt: skip
+    assert long == {}
 
 
 def test_bare_run_attaches_no_litforge_callback_but_the_model_record(make_cfg):
@@ -32,49 +151,125 @@ def test_bare_run_attaches_no_litforge_callback_but_the_model_record(make_cfg):
 def test_default_run_gets_every_callback_from_config(make_cfg):
     trainer = build.build_trainer(make_cfg("trainer=cpu"))
     names = {type(c).__name__ for c in trainer.callbacks}
-    # conf/callbacks/default.yaml's three, and the one conf/logger/csv.yaml brings along.
-    assert {"LearningRateMonitor", "EpochLog", "CsvLogPosition"} <= names
+    # callbacks/default.yaml's, and the one logger/csv.yaml brings along.
+    assert {"LearningRateMonitor", "EpochLog", "CsvLogPosition", "ThroughputMFU"} <= names
 
 
-def test_deleting_callbacks_and_loggers_leaves_a_working_template(tmp_path):
-    copy = tmp_path / "litforge"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for part in ("src", "conf"):
-        shutil.copytree(ROOT / part, copy / part, ignore=ignore)
-    shutil.copy(ROOT / "train.py", copy / "train.py")
-    deleted = [
-        "src/litforge/callbacks",
-        "src/litforge/loggers",
-        "conf/callbacks/default.yaml",
-        "conf/callbacks/lr_monitor.yaml",
-        "conf/callbacks/epoch_log.yaml",
-        "conf/callbacks/progress_bar.yaml",
-        "conf/logger/csv.yaml",
-    ]
-    for path in deleted:
-        target = copy / path
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
+def _run(copy: Path, *overrides: str, preload: str = "") -> subprocess.CompletedProcess:
+    """`python train.py *overrides` in `copy` (its src/ first on the path), after `preload`."""
     env = {**os.environ, "PYTHONPATH": str(copy / "src"), "CI": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
-    run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "train.py", *BARE, f"hydra.run.dir={run_dir}"],
+    code = f"{preload}\nimport runpy, sys\nsys.argv = ['train.py', *sys.argv[1:]]\nrunpy.run_path('train.py', run_name='__main__')"
+    return subprocess.run(
+        [sys.executable, "-c", code, *overrides],
         cwd=copy,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "project"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for part in ("src", "conf"):
+        shutil.copytree(ROOT / part, copy / part, ignore=ignore)
+    shutil.copy(ROOT / "train.py", copy / "train.py")
+    return copy
+
+
+# The optional capabilities: code and the configs that name it.
+OPTIONAL = {
+    "sweeps": [
+        "src/litforge/sweeps",
+        "src/hydra_plugins/litforge_optuna",
+        "src/litforge/conf/hydra/sweeper/optuna.yaml",
+        "src/litforge/conf/callbacks/optuna_pruning.yaml",
+        "conf/hparams_search",
+    ],
+    "toolkit": [
+        "src/litforge/toolkit",
+        "src/litforge/toolkit/budget/estimate.py",
+        "src/litforge/toolkit/matmul_bench.py",
+        "src/litforge/conf/callbacks/memory_budget.yaml",
+        "src/litforge/conf/callbacks/numerics.yaml",
+        "src/litforge/conf/callbacks/throughput.yaml",
+        "conf/experiment/precision_ab.yaml",
+    ],
+    "tracking beyond csv": [
+        "src/litforge/tracking/wandb_logger.py",
+        "src/litforge/tracking/mlflow_logger.py",
+        "src/litforge/tracking/tensorboard_logger.py",
+        "src/litforge/conf/logger/wandb.yaml",
+        "src/litforge/conf/logger/mlflow.yaml",
+        "src/litforge/conf/logger/tensorboard.yaml",
+        "src/litforge/conf/logger/many.yaml",
+    ],
+    "scaffold": ["src/litforge/scaffold"],
+}
+# callbacks/default.yaml without the toolkit's three
+NO_TOOLKIT_CALLBACKS = (
+    "callbacks=[lr_monitor,epoch_log,progress_bar,model_summary,final_validation]"
+)
+
+
+def test_the_core_recipe_runs_with_every_optional_capability_deleted(tmp_path):
+    copy = _copy(tmp_path)
+    for paths in OPTIONAL.values():
+        for path in paths:
+            target = copy / path
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)  # a project made without the part lacks it
+    run_dir = tmp_path / "run"
+    result = _run(
+        copy, "debug=fdr", "trainer=cpu", NO_TOOLKIT_CALLBACKS, f"hydra.run.dir={run_dir}"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["global_step"] == 1
-    # The run used the copy (its conf/ and package), not the installed checkout.
-    where = subprocess.run(
-        [sys.executable, "-c", "import litforge.cli as c; print(c.CONF_DIR)"],
-        cwd=copy,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+    assert (run_dir / "checkpoints").is_dir()  # checkpointing, validation, launch: the core
+
+
+# What each extra installs, as the process that lacks them sees it: an import that fails.
+BLOCK_EXTRAS = """
+import importlib.abc, sys
+BLOCKED = ("wandb", "mlflow", "tensorboard", "tensorboardX", "optuna", "cmaes", "s3fs",
+           "copier", "submitit", "hydra_plugins.hydra_joblib_launcher",
+           "hydra_plugins.hydra_submitit_launcher")
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Blocker())
+"""
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ([], None),  # the default run: csv, checkpoints, the toolkit's callbacks
+        (["logger=wandb"], "the wandb package is not installed: pip install 'litforge[wandb]'"),
+        (["logger=tensorboard"], "pip install 'litforge[tensorboard]'"),
+        (["checkpoint.dir=s3://bucket/runs"], "the s3fs package is not installed: pip install 'litforge[s3]'"),
+    ],
+)  # fmt: skip
+def test_without_the_extras_a_run_works_or_names_the_extra(tmp_path, overrides, error):
+    run_dir = tmp_path / "run"
+    result = _run(
+        ROOT,
+        "debug=fdr",
+        "trainer=cpu",
+        *overrides,
+        f"hydra.run.dir={run_dir}",
+        preload=BLOCK_EXTRAS,
     )
-    assert Path(where.stdout.strip()) == copy / "conf"
+    if error is None:
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 1
+    else:
+        assert result.returncode != 0
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: ") and error in last, result.stderr[-2000:]

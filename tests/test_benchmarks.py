@@ -40,7 +40,7 @@ def test_sides_alternate_order_and_pair_by_repeat():
 def test_checkpoint_stall_reads_each_save_timing_through_a_config_callback(tmp_path):
     from benchmarks.checkpoint_stall import SaveTimings
     from litforge.cli import compose
-    from litforge.train import train
+    from litforge.training import train
 
     SaveTimings.last = []
     overrides = [

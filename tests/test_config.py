@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import lightning as L
 import pytest
@@ -11,15 +10,12 @@ import torch
 from hydra.errors import MissingConfigException
 
 from litforge import build
-from litforge.checks import check_config
-from litforge.cli import CONF_DIR
 from litforge.errors import ConfigError
+from litforge.validation.checks import check_config
+from tests.helpers import conf_groups, conf_options
 
-GROUPS = sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir() and p.name != "hydra")
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+GROUPS = conf_groups()
+options = conf_options
 
 
 def test_the_groups_the_readme_promises_exist():

@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from litforge.loggers.csv_logger import _KeepingWriter
-from litforge.train import train
+from litforge.tracking.csv_logger import _KeepingWriter
+from litforge.training import train
 
 LOG = Path("csv") / "metrics.csv"
 

@@ -13,8 +13,8 @@ import torch
 
 from litforge.cli import compose
 from litforge.errors import ConfigError
-from litforge.eval import evaluate
-from litforge.train import train
+from litforge.evaluation import evaluate
+from litforge.training import train
 from tests.helpers import TINY_GPT
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from litforge import matmul_bench
+from litforge.toolkit import matmul_bench
 
 
 def _bench(capsys, *args: str) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""A job of `python train.py -m ...` as Lightning's launcher sees it (litforge.multirun).
+"""A job of `python train.py -m ...` as Lightning's launcher sees it (litforge.launch.multirun).
 
 The end-to-end run with DDP is tests/e2e/test_sweep.py; these set up Hydra's job config
 in-process, as Hydra does for each job.
@@ -17,9 +17,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from litforge import multirun
 from litforge.checkpointing.setup import run_checkpoint_url
-from litforge.cli import CONF_DIR
+from litforge.launch import multirun
+from tests.helpers import CONF
 
 SWEEP = ["model.optimizer.lr=0.01", "run_name=sw", "hydra.job.chdir=true"]
 SWEEP_HYDRA = ["hydra.mode=MULTIRUN", "hydra.sweep.dir=/sweeps/s1", "hydra.sweep.subdir=3"]
@@ -30,7 +30,7 @@ def job(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
     """job(*overrides, output_dir=...): the config of one job, with Hydra's job config set."""
 
     def make(*overrides: str, output_dir: Path = tmp_path / "s1" / "3") -> DictConfig:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
         with open_dict(cfg):
             cfg.hydra.runtime.output_dir = str(output_dir)

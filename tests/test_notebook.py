@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 from nbclient import NotebookClient
 
-from litforge.train import train
+from litforge.training import train
 from tests.helpers import ROOT
 
 

@@ -10,12 +10,17 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from litforge.checks import check_config
 from litforge.errors import ConfigError
-from litforge.precision_ab import PrecisionReport, build_report, mixed_precisions, sweep_values
-from litforge.precision_ab_compare import compare, trailing_mean
-from litforge.precision_ab_probe import PROBE_FILE, PrecisionProbe
-from litforge.precision_ab_write import markdown, plot
+from litforge.toolkit.precision_ab.compare import compare, trailing_mean
+from litforge.toolkit.precision_ab.experiment import (
+    PrecisionReport,
+    build_report,
+    mixed_precisions,
+    sweep_values,
+)
+from litforge.toolkit.precision_ab.probe import PROBE_FILE, PrecisionProbe
+from litforge.toolkit.precision_ab.write import markdown, plot
+from litforge.validation.checks import check_config
 from tests.helpers import run_entry
 
 VERDICT = re.compile(r"tracks float32 within [\d.]+%|diverges after step \d+")

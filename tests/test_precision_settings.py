@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from litforge import build, cli, precision
-from litforge.checks import check_config
 from litforge.errors import ConfigError
-from litforge.train import train
+from litforge.training import train
+from litforge.validation.checks import check_config
 from tests.helpers import TINY_GPT
 
 OPTIONS = ["32", "16-mixed", "bf16-mixed", "bf16-true", "16-true"]

@@ -8,7 +8,7 @@ import fnmatch
 import pytest
 from omegaconf import OmegaConf
 
-from litforge import schema
+from litforge.validation import schema
 from tests.test_config import GROUPS, options
 
 
@@ -33,7 +33,7 @@ def test_every_key_of_every_option_has_a_rule(make_cfg):
         plain = OmegaConf.to_container(cfg, resolve=True)
         for key, _ in schema.litforge_leaves(plain):
             rule = schema.rule_for(key)
-            assert rule is not None, f"{key} has no rule in litforge.schema.RULES"
+            assert rule is not None, f"{key} has no rule in litforge.validation.schema.RULES"
             used.update(p for p in schema.RULES if fnmatch.fnmatchcase(key, p))
     assert set(schema.RULES) - used == set(), "rules that match no key: stale entries"
 

@@ -1,4 +1,4 @@
-"""litforge.targets: a `_target_` node against its signature and annotations."""
+"""litforge.validation.targets: a `_target_` node against its signature and annotations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from litforge.errors import ConfigError
-from litforge.targets import check_node, conforms
+from litforge.validation.targets import check_node, conforms
 
 
 @pytest.mark.parametrize(

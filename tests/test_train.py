@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from litforge.train import train
+from litforge.training import train
 from tests.helpers import TINY_GPT
 
 PRECISIONS = ["32", "16-mixed", "bf16-mixed", "bf16-true", "16-true"]

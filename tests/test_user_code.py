@@ -18,11 +18,11 @@ import torch
 import yaml
 
 from litforge import build
-from litforge import train as train_entry
+from litforge import training as train_entry
 from litforge.cli import check_group_choices
 from litforge.errors import ConfigError
-from litforge.eval import evaluate
-from litforge.train import train
+from litforge.evaluation import evaluate
+from litforge.training import train
 from tests.helpers import ROOT, poison, run_entry
 from tests.test_bad_input import assert_one_line_error, run
 

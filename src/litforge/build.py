@@ -19,14 +19,18 @@ from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console, processes
+from litforge import console
 from litforge.checkpointing.model_record import ModelRecord
 from litforge.datamodule_facts import batch_size_of
 from litforge.errors import ConfigError
+from litforge.extras import missing_extra
+from litforge.launch import processes
+from litforge.launch.fsdp import check_shardable, is_fsdp_run
 from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
     check_hardware,
+    effective_precision,
     explain,
     scaler_plugin,
 )
@@ -41,9 +45,7 @@ def build_module(cfg: DictConfig) -> L.LightningModule:
     and passed in; its optimizer built once on its parameters to check it is one."""
     module = construct(cfg.model, "model")
     check_optimizer(cfg.model, module)
-    if cfg.trainer.get("strategy") == "fsdp":  # before any process starts
-        from litforge.fsdp import check_shardable
-
+    if is_fsdp_run(cfg):  # before any process starts
         check_shardable(module)
     return module
 
@@ -121,6 +123,9 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
         except InstantiationException as err:
             if isinstance(err.__cause__, ConfigError):
                 raise err.__cause__ from None
+            extra = missing_extra(err)
+            if extra is not None:  # e.g. Lightning's TensorBoardLogger without tensorboard
+                raise ConfigError(f"{item.get('_target_')}: {extra}") from None
             raise
     return objects
 
@@ -184,10 +189,6 @@ def _trainer_value(value: Any) -> Any:
     if OmegaConf.is_config(value):
         return OmegaConf.to_container(value, resolve=True)
     return value
-
-
-def effective_precision(trainer: L.Trainer) -> str:
-    return str(trainer.precision)
 
 
 def effective_batch_size(

@@ -83,3 +83,8 @@ def scaler_plugin(cfg: DictConfig, accelerator: str) -> MixedPrecision | None:
 
     scaler = torch.amp.GradScaler("cuda", **scaler_kwargs(cfg))
     return MixedPrecision("16-mixed", "cuda", scaler=scaler)
+
+
+def effective_precision(trainer: Any) -> str:
+    """The precision a built Trainer runs (Lightning's name for it)."""
+    return str(trainer.precision)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from litforge.train import train
+from litforge.training import train
 from tests.helpers import TINY_GPT
 
 RECORD = ["+callbacks.record._target_=tests.helpers.RecordValidations"]

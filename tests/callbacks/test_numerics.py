@@ -15,9 +15,9 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 
 from litforge import build, precision
-from litforge.callbacks.numerics import NumericsFault
 from litforge.errors import ConfigError
-from litforge.train import train
+from litforge.toolkit.numerics.callback import NumericsFault
+from litforge.training import train
 from tests.helpers import TINY_GPT, poison, run_entry
 
 CNN = ["experiment=digits_cnn", "trainer.max_steps=4", "test=false", "trainer.limit_val_batches=1"]

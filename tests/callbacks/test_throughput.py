@@ -13,14 +13,14 @@ import torch
 from lightning.fabric.utilities.throughput import measure_flops
 
 from litforge import build
-from litforge.callbacks.throughput import (
+from litforge.errors import ConfigError
+from litforge.toolkit.throughput import (
     ThroughputMFU,
     resolve_available_flops,
     step_flops,
     token_count,
 )
-from litforge.errors import ConfigError
-from litforge.train import train
+from litforge.training import train
 from tests.helpers import TINY_GPT
 
 # Rates from the 4th logging point on (steps 2, 4, ... with a window of two points).
@@ -154,10 +154,10 @@ def test_peak_from_our_table_by_precision():
         (
             "NVIDIA B200",
             "bf16-mixed",
-            r"'NVIDIA B200' is not in litforge.hardware.CARDS \(H200 NVL, ",
+            r"'NVIDIA B200' is not in litforge.toolkit.hardware.CARDS \(H200 NVL, ",
         ),
-        ("Tesla T4", "bf16-mixed", "litforge.hardware has no bfloat16 peak for the T4"),
-        ("NVIDIA H200", "64-true", "litforge.hardware has no 64-true peak for the H200"),
+        ("Tesla T4", "bf16-mixed", "litforge.toolkit.hardware has no bfloat16 peak for the T4"),
+        ("NVIDIA H200", "64-true", "litforge.toolkit.hardware has no 64-true peak for the H200"),
     ],
 )
 def test_unknown_card_or_dtype_is_one_line_naming_the_key(device, precision, why):
@@ -195,7 +195,7 @@ def test_bad_value_stops_the_run_before_training(make_cfg, tmp_path):
 
 @pytest.mark.gpu
 def test_mfu_on_this_gpu_uses_the_corrected_table(make_cfg, tmp_path):
-    from litforge.hardware import current_card
+    from litforge.toolkit.hardware import current_card
 
     card = current_card()
     assert card is not None, torch.cuda.get_device_name(0)

@@ -10,7 +10,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from litforge.checkpointing.checkpoint_file import sharded_weights
-from litforge.consolidate import main as consolidate_main
+from litforge.checkpointing.consolidate import main as consolidate_main
 from litforge.errors import ConfigError
 
 

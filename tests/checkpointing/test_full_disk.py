@@ -13,7 +13,7 @@ import pytest
 from fsspec.implementations.local import LocalFileOpener
 
 from litforge.checkpointing.callback import FinalSaveFailed
-from litforge.train import train
+from litforge.training import train
 
 CNN = ["experiment=digits_cnn", "trainer=cpu", "trainer.max_steps=6", "test=false",
        "trainer.limit_val_batches=1", "trainer.val_check_interval=2",

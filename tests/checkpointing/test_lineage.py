@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from litforge.train import train
+from litforge.training import train
 
 
 def top_level_checkpoints(directory) -> list[str]:

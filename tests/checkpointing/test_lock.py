@@ -103,7 +103,7 @@ class RaiseAtStep(L.Callback):
 def test_a_fit_that_raised_releases_the_runs_locks_at_once(make_cfg, tmp_path):
     """Not only at exit: a notebook's kernel lives on, and another process may take the run."""
     from litforge.checkpointing.lock import LOCK_NAME
-    from litforge.train import train
+    from litforge.training import train
 
     boom = ["+callbacks.boom._target_=tests.checkpointing.test_lock.RaiseAtStep",
             "+callbacks.boom.step=2"]  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from litforge.errors import ConfigError
-from litforge.train import train
+from litforge.training import train
 
 
 @pytest.mark.parametrize(("sanity", "which"), [(2, "sanity"), (0, "first")])

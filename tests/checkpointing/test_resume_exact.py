@@ -11,7 +11,7 @@ import torch
 from tests.helpers import TINY_GPT, run_entry
 
 # Every row logged and flushed at once, so the killed attempt leaves rows past its last
-# checkpoint in metrics.csv, which the resumed run must drop (litforge.loggers.csv_logger).
+# checkpoint in metrics.csv, which the resumed run must drop (litforge.tracking.csv_logger).
 CSV_EVERY_STEP = ["trainer.log_every_n_steps=1", "logger.csv.flush_logs_every_n_steps=1"]
 CNN = [
     *CSV_EVERY_STEP,

@@ -7,7 +7,7 @@ import shutil
 
 import torch
 
-from litforge.train import train
+from litforge.training import train
 
 
 def messages(caplog) -> str:

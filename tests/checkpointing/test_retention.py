@@ -8,7 +8,7 @@ import torch
 
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
-from litforge.train import train
+from litforge.training import train
 
 
 def commit(store: CheckpointStore, saver: StoreCheckpoint, step: int, metric: float) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from litforge.checkpointing.uploader import UploadsPending
-from litforge.train import train
+from litforge.training import train
 from tests import helpers
 
 SECRET = "planted-secret-5c1d9e"

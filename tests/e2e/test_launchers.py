@@ -16,7 +16,7 @@ from typing import Any
 import lightning as L
 import pytest
 
-from litforge import launchers
+from litforge.launch import launchers
 from tests.checkpointing.test_resume_exact import (
     CNN,
     assert_bitwise_equal,
@@ -257,8 +257,8 @@ def test_a_hung_worker_ends_the_group_after_the_collective_timeout(tmp_path):
 def test_torchrun_world_size_decides_or_contradicts_in_one_line(
     monkeypatch, env, given, taken, error
 ):
-    from litforge import processes
     from litforge.errors import ConfigError
+    from litforge.launch import processes
 
     for key, value in {"TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "127.0.0.1", **env}.items():
         monkeypatch.setenv(key, value)

@@ -1,4 +1,4 @@
-"""The processes of a run (litforge.processes): how many start, that none outlives its
+"""The processes of a run (litforge.launch.processes): how many start, that none outlives its
 launcher, that a rendezvous nobody joins ends, and that DDP ranks end their process group."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import lightning as L
 import pytest
 import torch
 
-from litforge import build, processes
+from litforge import build
 from litforge.errors import ConfigError
+from litforge.launch import processes
 from tests.helpers import ROOT, run_entry
 
 CORES = processes.available_cores()

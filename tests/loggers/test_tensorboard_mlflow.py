@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from litforge.errors import ConfigError
-from litforge.loggers.mlflow_logger import ID_FILE, mlflow_logger
-from litforge.train import train
+from litforge.tracking.mlflow_logger import ID_FILE, mlflow_logger
+from litforge.training import train
 
 
 def test_tensorboard_writes_events_in_the_run_directory(make_cfg, tmp_path):

@@ -17,8 +17,8 @@ import wandb
 
 from litforge import build
 from litforge.errors import ConfigError
-from litforge.loggers.wandb_logger import ID_FILE, wandb_logger
-from litforge.train import train
+from litforge.tracking.wandb_logger import ID_FILE, wandb_logger
+from litforge.training import train
 from tests.helpers import ROOT
 
 PLANTED = "wandb-key-planted-0123456789abcdef0123456789abcdef"
@@ -182,7 +182,7 @@ def test_the_resumed_history_starts_after_the_checkpoints_step(make_cfg, no_key,
 
 
 def test_mlflow_without_its_extra_is_one_line_with_the_pip_command(monkeypatch, tmp_path):
-    from litforge.loggers.mlflow_logger import mlflow_logger
+    from litforge.tracking.mlflow_logger import mlflow_logger
 
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r'pip install -e "\.\[mlflow\]"'):
@@ -220,7 +220,7 @@ def test_an_unreachable_wandb_server_is_one_warning_and_the_run_logs_offline(
 
 
 def test_the_users_wandb_dirs_are_kept_and_ours_follow_each_run(no_key, monkeypatch, tmp_path):
-    from litforge.loggers import wandb_logger as module
+    from litforge.tracking import wandb_logger as module
 
     monkeypatch.setattr(module, "_SET_BY_US", {})  # restored, with the variables, afterwards
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "mine"))

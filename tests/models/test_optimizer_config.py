@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from litforge.train import train
+from litforge.training import train
 
 SGD_STEPLR = [
     "experiment=digits_cnn", "debug=limit", "test=false", "trainer.max_epochs=3",

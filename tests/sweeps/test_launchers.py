@@ -42,9 +42,9 @@ def test_trials_run_through_submitit_local(tmp_path):
 def test_the_slurm_launcher_composes_with_our_defaults_over_submitits():
     from hydra import compose, initialize_config_dir
 
-    from litforge.cli import CONF_DIR
+    from tests.helpers import CONF
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             "train",
             ["hparams_search=digits_optuna", "hydra/launcher=slurm"],

@@ -102,7 +102,7 @@ def test_trials_are_tied_to_their_study_in_every_tracker(make_cfg, tmp_path):
 
 
 def test_a_trial_stopped_by_the_numerics_watch_fails_and_is_not_queued_again(setup):
-    from litforge.callbacks.numerics import NumericsFault
+    from litforge.toolkit.numerics.callback import NumericsFault
 
     sweep, study = setup
     sweep._tell(study, *ended(study, NumericsFault("non-finite loss at step 3")))

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError
 from litforge.sweeps.study import STOPPED, open_study
-from litforge.train import train
+from litforge.training import train
 
 SETTINGS = {
     "study_name": "s", "storage": None, "direction": "min", "pruner": "median",

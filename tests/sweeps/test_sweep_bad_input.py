@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from litforge import train as train_entry
+from litforge import training as train_entry
 from tests.test_bad_input import run
 
 OPTUNA = ["-m", "hparams_search=digits_optuna", "debug=limit", "test=false"]

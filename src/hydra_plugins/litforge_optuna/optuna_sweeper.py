@@ -16,7 +16,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from litforge.cli import errors_to_caller
+from litforge.exits import errors_to_caller
 
 
 def _run_trial(task_function: TaskFunction, cfg: DictConfig) -> Any:

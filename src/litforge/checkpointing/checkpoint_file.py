@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError, redact_url
-from litforge.schema import leaves
+from litforge.validation.schema import leaves
 
 # What Lightning's ModelParallelStrategy writes beside the shards (strategies/model_parallel.py
 # _METADATA_FILENAME): the loops', callbacks' and hyperparameters' state.

@@ -13,7 +13,7 @@ import lightning as L
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console, multirun
+from litforge import console
 from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
@@ -22,6 +22,8 @@ from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import ConfigError
+from litforge.launch import multirun
+from litforge.launch.fsdp import is_fsdp_run
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
     opts = cfg.get("checkpoint")
     staging = Path(opts.staging_dir) if opts else Path(cfg.run_dir) / "checkpoint-staging"
     explicit = cfg.get("ckpt_path")
-    sharded = cfg.trainer.get("strategy") == "fsdp"  # its checkpoints are directories
+    sharded = is_fsdp_run(cfg)  # its checkpoints are directories
     if not opts:
         if not explicit:
             return Checkpointing()

@@ -23,6 +23,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from litforge.errors import ConfigError, redact_url
+from litforge.extras import missing_extra
 
 MARKER_SUFFIX = ".complete"
 _NAME = re.compile(r"^step-(\d{8})\.ckpt$")
@@ -122,6 +123,9 @@ class CheckpointStore:
         try:
             self.fs, self.root = url_to_fs(self.url, **options)
         except Exception as err:  # noqa: BLE001 - unknown protocol, missing package, bad host
+            extra = missing_extra(err)
+            if extra is not None:
+                raise ConfigError(f"checkpoint.dir={redact_url(self.url)}: {extra}") from None
             raise ConfigError(
                 f"checkpoint.dir={redact_url(self.url)} is not a usable URL "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Give a local "

@@ -1,6 +1,6 @@
 """What litforge's LightningModules share: a net given as a built module, an optimizer and
 an LR schedule given as partials (conf/model: `_target_` + `_partial_: true`), written the
-way a lightning-hydra-template user writes them, plus the FSDP hook."""
+way a lightning-hydra-template user writes them, plus how FSDP shards it."""
 
 from __future__ import annotations
 
@@ -30,16 +30,24 @@ class LitforgeModule(L.LightningModule):
     """
 
     net: torch.nn.Module
-    # The repeated block of `net` that trainer=fsdp shards one at a time (litforge.fsdp);
+    # The repeated block of `net` that trainer=fsdp shards one at a time (litforge.launch.fsdp);
     # None: the model cannot be sharded and trainer=fsdp refuses it.
     shard_unit: type[torch.nn.Module] | None = None
 
     def configure_model(self) -> None:
-        mesh = self._device_mesh  # set only by a model-parallel strategy (trainer=fsdp)
-        if mesh is not None:
-            from litforge.fsdp import shard
+        """Under a model-parallel strategy (trainer=fsdp, which sets `_device_mesh`):
+        fully_shard each `shard_unit` block, then the net around them. Idempotent: a
+        trainer.test after fit calls configure_model again."""
+        mesh = self._device_mesh
+        if mesh is None or self.shard_unit is None:
+            return
+        from torch.distributed.fsdp import FSDPModule, fully_shard
 
-            shard(self, mesh["data_parallel"])
+        if isinstance(self.net, FSDPModule):
+            return
+        for block in [m for m in self.net.modules() if isinstance(m, self.shard_unit)]:
+            fully_shard(block, mesh=mesh["data_parallel"])
+        fully_shard(self.net, mesh=mesh["data_parallel"])
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]

@@ -38,23 +38,25 @@ PARTS: dict[str, Part] = {
             "wandb",
             "Weights & Biases logger, its sweep file and tests",
             files=(
-                "src/{pkg}/loggers/wandb_logger.py",
-                "conf/logger/wandb.yaml",
+                "src/{pkg}/tracking/wandb_logger.py",
+                "src/{pkg}/conf/logger/wandb.yaml",
                 "conf/wandb_sweep.yaml",
                 "tests/loggers/test_wandb.py",
                 "tests/loggers/test_wandb_sweep.py",
                 "benchmarks/logger_overhead.py",
             ),
             lines=(
-                Lines(PYPROJECT, r'^\s*"wandb[>=<]'),
-                Lines("conf/logger/many.yaml", r"^\s*- wandb\s*$"),
+                Lines(PYPROJECT, r"^wandb = \["),
+                Lines(PYPROJECT, r'^\s*"litforge\[wandb\]",'),
+                Lines("src/{pkg}/conf/logger/many.yaml", r"^\s*- wandb\s*$"),
                 Lines(
-                    "conf/logger/many.yaml",
+                    "src/{pkg}/conf/logger/many.yaml",
                     r"^# CSV, TensorBoard and Weights",
                     1,
                     "# CSV and TensorBoard together (each as in its own file here).\n",
                 ),
                 Lines("tests/e2e/test_cli.py", r"wandb.*offline-run-"),
+                Lines("tests/test_architecture.py", r'^\s*\(\["logger=wandb"\], '),
                 Lines("tests/sweeps/test_outcomes.py", r'overrides\("logger=many"\) ==', 3),
                 Lines("benchmarks/run.py", r"^\s*logger_overhead,\s*$"),
                 Lines("benchmarks/run.py", r'"loggers": lambda: logger_overhead'),
@@ -74,6 +76,7 @@ PARTS: dict[str, Part] = {
             ),
             lines=(
                 Lines(PYPROJECT, r"^s3 = \["),
+                Lines(PYPROJECT, r'^\s*"litforge\[s3\]",'),
                 Lines(PYPROJECT, r'^\s*"(s3fs|moto\[server\]|boto3|botocore)=='),
                 Lines(PYPROJECT, r"^\s*# s3fs \(through aiobotocore\)", 2),
                 Lines("tests/conftest.py", r"^@pytest.fixture\n(?=def s3\()", 16),
@@ -99,23 +102,18 @@ PARTS: dict[str, Part] = {
             files=(
                 "src/{pkg}/sweeps/*",
                 "src/hydra_plugins/{pkg}_optuna/*",
-                "src/{pkg}/callbacks/optuna_pruning.py",
+                "src/{pkg}/sweeps/pruning.py",
                 "conf/hparams_search/*",
-                "conf/hydra/sweeper/optuna.yaml",
-                "conf/callbacks/optuna_pruning.yaml",
+                "src/{pkg}/conf/hydra/sweeper/optuna.yaml",
+                "src/{pkg}/conf/callbacks/optuna_pruning.yaml",
                 "tests/sweeps/*",
                 "tests/e2e/test_sweep.py",
                 "tests/user_project/conf/hparams_search/*",
                 "benchmarks/sweep_overhead.py",
             ),
             lines=(
-                Lines(PYPROJECT, r'^\s*"(optuna|cmaes)[>=<]'),
-                Lines(
-                    PYPROJECT,
-                    r"^\s*# Sweeps: our Optuna sweeper",
-                    1,
-                    "    # Plots and Hydra launchers.\n",
-                ),
+                Lines(PYPROJECT, r"^# Sweeps: litforge's Optuna sweeper", 2),
+                Lines(PYPROJECT, r'^\s*"litforge\[sweeps\]",'),
                 Lines("conf/train.yaml", r"^\s*- hparams_search: null"),
                 Lines(
                     "tests/test_user_code.py",
@@ -169,8 +167,8 @@ MINIMAL = Part(
         ),
         # Rules of keys only the precision A/B config has (test_schema fails on a rule that
         # matches no key).
-        Lines("src/{pkg}/schema.py", r'^\s*"precision_ab\.(threshold|smooth_steps)":'),
-        Lines("src/{pkg}/schema.py", r'^\s*"precision_ab\.compare": Either\($', 3),
+        Lines("src/{pkg}/validation/schema.py", r'^\s*"precision_ab\.(threshold|smooth_steps)":'),
+        Lines("src/{pkg}/validation/schema.py", r'^\s*"precision_ab\.compare": Either\($', 3),
         Lines("tests/test_train.py", r'"experiment=gpt_char": \[\*TINY_GPT'),
         Lines("tests/test_train.py", r'"gradient_checkpointing": \[\*TINY_GPT'),
         Lines(

@@ -1,5 +1,5 @@
 """Hyperparameter sweeps on Optuna: search space, study storage and leases, reports.
 
 The Hydra plugin that drives them is `hydra_plugins.litforge_optuna`; a run reports to its
-trial through `litforge.callbacks.optuna_pruning`.
+trial through `litforge.sweeps.pruning`.
 """

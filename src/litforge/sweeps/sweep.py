@@ -24,8 +24,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from litforge.cli import report_user_errors
 from litforge.errors import ConfigError, LitforgeError
+from litforge.exits import report_user_errors
 from litforge.sweeps import report, search_space
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED

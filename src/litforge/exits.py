@@ -1,0 +1,116 @@
+"""How a litforge process ends: a user error as one line and its exit status, the run
+directory a failed start leaves removed, and upstream warnings that say nothing about the run.
+
+Foundation: any capability may use it (the recipes, sweeps, the toolkit's commands).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import shutil
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from litforge.errors import LitforgeError
+
+# Set while a sweeper runs a trial: errors go back to it instead of ending the process.
+_ERRORS_TO_CALLER = contextvars.ContextVar("litforge_errors_to_caller", default=False)
+
+
+@contextlib.contextmanager
+def errors_to_caller() -> Iterator[None]:
+    """Within this block `report_user_errors` re-raises (a sweep decides what a trial's
+    error means for the trials after it)."""
+    token = _ERRORS_TO_CALLER.set(True)
+    try:
+        yield
+    finally:
+        _ERRORS_TO_CALLER.reset(token)
+
+
+@contextlib.contextmanager
+def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
+    """Turn a `LitforgeError` into one `error: ...` line and its exit status; a run
+    directory the failed start left with nothing in it but its start-up records goes too.
+
+    HYDRA_FULL_ERROR=1 (Hydra's own switch) lets the full traceback through.
+    """
+    try:
+        yield
+    except LitforgeError as err:
+        if run_dir is not None and rank_zero_only.rank == 0:
+            _remove_if_unused(run_dir)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or _ERRORS_TO_CALLER.get():
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        _exit(err.exit_code)
+
+
+def _exit(code: int) -> None:
+    """sys.exit, unless one of our I/O threads (named `litforge-...`, e.g. an upload to a
+    store that hangs) is still busy: Python would join it at exit and the process would
+    outlive a preemption's grace period. What such a thread writes is staged locally first
+    (with its marker), so leaving it behind loses nothing."""
+    busy = [t for t in threading.enumerate() if t.name.startswith("litforge-") and not t.daemon]
+    if not busy:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def remove_unused_run_dir() -> None:
+    """Rank 0: delete this Hydra run's directory if it holds only start-up records (a
+    process about to leave through os._exit, which skips report_user_errors)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if rank_zero_only.rank == 0 and HydraConfig.initialized():
+        _remove_if_unused(Path(HydraConfig.get().runtime.output_dir))
+
+
+# What Hydra and run_record write before anything is trained.
+_START_RECORDS = {"config.yaml", "run.json", "overrides.yaml", "hydra.yaml", "hparams.yaml"}
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Delete run_dir if Hydra made it (.hydra/) and every file in it is a start-up record,
+    a log or hidden bookkeeping (a lock): checkpoints, metrics or anything else keep it."""
+    if not (run_dir / ".hydra").is_dir():
+        return
+    files = [p for p in run_dir.rglob("*") if not p.is_dir()]
+    if all(p.name in _START_RECORDS or p.suffix == ".log" or p.name.startswith(".") for p in files):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class _DropLightningTips(logging.Filter):
+    """Lightning 2.6 advertises its cloud products ("💡 Tip: ...") on every run, and says it
+    skips its default model summary when the config (conf/callbacks) brings one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not message.startswith(
+            ("💡 Tip:", "Trainer already configured with model summary callbacks")
+        )
+
+
+def silence_known_upstream_warnings() -> None:
+    """Messages every run would print that say nothing about the user's run."""
+    # torch 2.13 + lightning 2.6.6, on every fit; Lightning's to fix.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+    )
+    # torchdata 0.11's StatefulDataLoader calls torch.set_vital, deprecated in torch 2.13.
+    warnings.filterwarnings("ignore", message=r"'set_vital' is deprecated", category=UserWarning)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_DropLightningTips())

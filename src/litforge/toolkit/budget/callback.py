@@ -1,0 +1,174 @@
+"""The memory budget at the start of fit, a stop when it cannot fit, and a GPU check.
+
+conf/callbacks/memory_budget.yaml; the figures are `python -m litforge.budget`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+
+from litforge import console
+from litforge.checkpointing.model_record import model_config
+from litforge.errors import ConfigError, LitforgeError
+from litforge.launch.fsdp import is_sharded
+from litforge.toolkit.budget import report
+from litforge.toolkit.budget.estimate import device_limit, subject_of
+from litforge.toolkit.budget.measure import Row
+from litforge.validation.rules import Bool, Int
+
+KEY = "callbacks.memory_budget"
+
+
+class MemoryBudgetExceeded(ConfigError):
+    """The configured setting needs more memory than the device has."""
+
+
+class MemoryBudget(L.Callback):
+    """At fit setup, before the module moves to its device: estimate this run's memory
+    (weights, gradients, optimizer state, activations), log it, and stop with the options
+    to try when it exceeds the device's memory. On a GPU, after `compare_after_steps`
+    optimizer steps, log the estimate next to `torch.cuda.max_memory_allocated()`.
+
+    device_memory: the memory to fit in ("80GiB", "24GB", bytes, or a card name such as
+        H100); None: the GPU's own, and no limit on CPU.
+    enforce: stop before training when the estimate exceeds it (False: warn and go on).
+    compare_after_steps: optimizer steps before the GPU comparison.
+    oversubscribe: on CPU, start processes whose estimates together exceed the RAM
+        available (processes.oversubscribe); else that stops the run in one line.
+
+    The measurements run on rebuilt copies of the module inside `torch.random.fork_rng`,
+    so training (weights, RNG streams, data order) is the same with or without this.
+    """
+
+    def __init__(
+        self,
+        device_memory: str | int | None = None,
+        enforce: bool = True,
+        compare_after_steps: int = 3,
+        oversubscribe: bool = False,
+    ) -> None:
+        if device_memory is not None:  # parsed now: a typo fails before anything runs
+            device_limit(torch.device("cpu"), device_memory, f"{KEY}.device_memory")
+        for name, value, rule in (
+            ("enforce", enforce, Bool()),
+            ("compare_after_steps", compare_after_steps, Int(1)),
+        ):
+            if (reason := rule.problem(value)) is not None:
+                raise ConfigError(f"{KEY}.{name}={value!r} is invalid; {reason}")
+        self.device_memory = device_memory
+        self.enforce = enforce
+        self.compare_after_steps = compare_after_steps
+        self.oversubscribe = oversubscribe
+        self.estimate: Row | None = None  # rank 0's, once fit has set up
+        self.peak: int | None = None  # torch.cuda.max_memory_allocated() when compared
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        problem = self._check(trainer, pl_module) if trainer.is_global_zero else None
+        # Every rank stops together; one stopping alone would leave the others waiting.
+        problem = trainer.strategy.broadcast(problem, src=0)
+        if problem:
+            raise MemoryBudgetExceeded(problem)
+
+    def _check(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str | None:
+        """Estimate and log; the error message when it does not fit and that is enforced."""
+        datamodule = trainer.datamodule
+        if datamodule is None:
+            console.warn(f"memory budget: skipped (it needs a DataModule); {KEY}=null hides this")
+            return None
+        device = trainer.strategy.root_device
+        limit = device_limit(device, self.device_memory, f"{KEY}.device_memory")
+        try:
+            subject = subject_of(
+                pl_module,
+                datamodule,
+                trainer.accumulate_grad_batches,
+                device,
+                model_config(trainer),
+            )
+            if is_sharded(trainer.strategy):
+                subject.shards = trainer.world_size
+            self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
+        except LitforgeError as err:  # the user's code lacks what it measures with: skip
+            console.warn(f"memory budget: skipped ({err}); {KEY}=null hides this")
+            return None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the measurement's blocks go back before training
+        _show(subject, row, limit)
+        if device.type == "cpu" and not self.oversubscribe:
+            problem = ram_problem(row.total, trainer.world_size // trainer.num_nodes)
+            if problem:
+                return problem
+        if limit.fits(row.total):
+            return None
+        message = report.exceeded(row, limit, report.options(subject, row, limit), KEY)
+        if self.enforce:
+            return message
+        console.warn(message)
+        return None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._compares(trainer):
+            torch.cuda.reset_peak_memory_stats(trainer.strategy.root_device)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
+    ) -> None:
+        if self.peak is not None or not self._compares(trainer):
+            return
+        if trainer.global_step < self.compare_after_steps:
+            return
+        assert self.estimate is not None
+        self.peak = torch.cuda.max_memory_allocated(trainer.strategy.root_device)
+        total = self.estimate.total
+        console.info(
+            "memory budget: estimated %s, measured peak %s after %d optimizer steps "
+            "(torch.cuda.max_memory_allocated); the estimate is %+.0f%% of the peak",
+            report.size(total), report.size(self.peak), trainer.global_step,
+            100 * (total - self.peak) / max(self.peak, 1),
+        )  # fmt: skip
+
+    def _compares(self, trainer: L.Trainer) -> bool:
+        cuda = trainer.strategy.root_device.type == "cuda"
+        return cuda and trainer.is_global_zero and self.estimate is not None
+
+
+def available_ram() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), in bytes; None elsewhere."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def ram_problem(per_process: int, processes: int, available: int | None = None) -> str | None:
+    """The one line when `processes` CPU processes of `per_process` bytes each do not fit
+    in the RAM available; None when they do, or for one process (the budget covers it)."""
+    available = available_ram() if available is None else available
+    if processes < 2 or available is None or per_process * processes <= available:
+        return None
+    return (
+        f"memory budget: {processes} CPU processes need about "
+        f"{report.size(per_process * processes)} ({report.size(per_process)} each), more than "
+        f"the {report.size(available)} of RAM available; use fewer trainer.devices, or "
+        "processes.oversubscribe=true to start them anyway"
+    )
+
+
+def _show(subject: Any, row: Row, limit: report.Limit) -> None:
+    """A table in a terminal a person watches; one line per row in logs and CI."""
+    if not console.interactive():
+        console.info(report.header(subject, row.precision))
+        console.info(report.row_line(row, limit))
+        return
+    import rich
+
+    rich.print(report.rich_table([row], subject, limit))

@@ -1,0 +1,293 @@
+"""Numerics watch: the first non-finite loss or gradient, reported once, and what to do.
+
+Per optimizer step the device computes one small row: the norm of each parameter's
+gradient (`torch._foreach_norm`) and the loss. Each op is a few microseconds of CPU, many
+more the first time in a step, so there are as few as can be. Nothing is read back per step
+except where a decision must come before `optimizer.step()`:
+- warn, and every policy under a GradScaler (16-mixed on CUDA): the row goes to the host
+  without blocking (`HostRing`) and is looked at once it has arrived. The scaler itself
+  skips a step whose gradients overflow (normal, not a fault), so nothing needs deciding
+  before the step; stop waits for the previous step's row, which the scaler's own read of
+  its inf flag in this step has already waited past.
+- skip and stop without a scaler: one read per optimizer step, before it, to drop its
+  gradients (torch optimizers leave parameters without a gradient alone).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import replace
+from typing import Any, NoReturn
+
+import lightning as L
+import torch
+
+from litforge import console
+from litforge.checkpointing.callback import StoreCheckpoint
+from litforge.checkpointing.uploader import UploadsPending
+from litforge.errors import ConfigError, LitforgeError
+from litforge.toolkit.numerics.probes import (
+    ActivationPeaks,
+    HostRing,
+    grad_norms,
+    vanishing_eps,
+    weights_finite,
+)
+from litforge.toolkit.numerics.report import Fault, activation_table, block, what
+
+POLICIES = ("warn", "skip", "stop")
+
+
+class NumericsFault(LitforgeError):
+    """Training stopped on a non-finite loss or gradient (callbacks.numerics.policy=stop).
+
+    Exit status 65 (sysexits' EX_DATAERR): the numbers went bad, not the program or config.
+    """
+
+    exit_code = 65
+    interrupts = False  # in a sweep: a failed trial, not one to run again
+
+
+class NumericsWatch(L.Callback):
+    """policy: warn (report, train on), skip (drop that optimizer step), or stop (skip it,
+    save a checkpoint where a resume finds it, exit with NumericsFault).
+    max_skipped_in_row, min_loss_scale: 16-mixed faults (a skipped step alone is not one).
+    activations: record each module's largest activation and print a table at the end.
+    """
+
+    def __init__(
+        self,
+        policy: str = "stop",
+        max_skipped_in_row: int = 20,
+        min_loss_scale: float = 1.0,
+        activations: bool = False,
+    ) -> None:
+        key = "callbacks.numerics"
+        if policy not in POLICIES:
+            raise ConfigError(f"{key}.policy={policy!r} is not one of: {', '.join(POLICIES)}")
+        if type(max_skipped_in_row) is not int or max_skipped_in_row < 1:
+            raise ConfigError(
+                f"{key}.max_skipped_in_row={max_skipped_in_row!r} must be an integer >= 1"
+            )
+        if type(min_loss_scale) not in (int, float) or not min_loss_scale >= 0:
+            raise ConfigError(
+                f"{key}.min_loss_scale={min_loss_scale!r} must be a number >= 0 (0: never)"
+            )
+        if not isinstance(activations, bool):
+            raise ConfigError(f"{key}.activations={activations!r} must be true or false")
+        self.policy = policy
+        self.max_skipped_in_row = max_skipped_in_row
+        self.min_loss_scale = float(min_loss_scale)
+        self.activations = activations
+        self._peaks: ActivationPeaks | None = None
+
+    # -- per step -----------------------------------------------------------------------------
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._named = [(n, p) for n, p in pl_module.named_parameters() if p.requires_grad]
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
+        self._decide_now = self.policy != "warn" and self._scaler is None
+        self._ring = HostRing()
+        self._losses: list[torch.Tensor] = []
+        self._stepped = self._stop_pending = False
+        self._fault: Fault | None = None
+        self._bad = self._steps = self._skipped = self._in_row = 0
+        if self.activations:
+            self._peaks = ActivationPeaks(pl_module)
+        for problem in vanishing_eps(trainer.optimizers) if trainer.is_global_zero else []:
+            console.warn(
+                f"numerics: {problem}, so the first update can make weights non-finite; raise "
+                "it (precision.optimizer_eps=1e-4 for litforge's model configs)"
+            )
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._peaks is not None:
+            self._peaks.step = float(trainer.global_step)
+
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
+    ) -> None:
+        # Each micro-batch of an accumulated step; 16-mixed: the scaled loss (same finiteness).
+        loss = loss.detach()
+        self._losses.append(loss if loss.dim() == 0 else loss.sum())
+
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
+    ) -> None:
+        # After the GradScaler's unscale_, before clipping (Lightning clips after this hook).
+        grads, names = [], []
+        for name, param in self._named:
+            if param.grad is not None:
+                grads.append(param.grad)
+                names.append(name)
+        if not grads or not self._losses:
+            return
+        self._names = names
+        norms = grad_norms(grads)
+        extra = [self._scaler._scale.view(())] if self._scaler is not None else []
+        self._row = torch.stack([*norms, *(x.float() for x in self._losses), *extra])
+        self._stepped = True
+        self._steps += 1
+        if not self._decide_now:
+            return
+        if trainer.world_size > 1:  # DDP's gradients agree across ranks; losses may not
+            values = [trainer.strategy.reduce(self._row.sum(), reduce_op="sum").item()]
+        else:
+            values = self._row.tolist()  # the one read per optimizer step of skip and stop
+        if not all(map(math.isfinite, values)):
+            self._skip(trainer, optimizer, values)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
+        if not self._stepped:  # accumulating: no optimizer step in this batch
+            return
+        self._stepped = False
+        if self._stop_pending:
+            self._stop(trainer)
+        if not self._decide_now:
+            self._ring.push(trainer.global_step - 1, self._row, self._names)
+            # stop looks at the previous step's row, waiting for it if need be: it has
+            # arrived (the GradScaler's read in this step waited past it); every rank looks
+            # at the same rows, so they stop together.
+            upto = trainer.global_step - 2 if self.policy == "stop" else None
+            self._look(trainer, self._ring.take(upto))
+        self._log(trainer, pl_module)
+        self._losses.clear()
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._decide_now:  # the run is over: waiting for the last rows costs nothing
+            self._look(trainer, self._ring.take(trainer.global_step - 1))
+        if self._bad:
+            console.warn(
+                "numerics: %d of %d optimizer steps in this run had a fault (policy %s)",
+                self._bad, self._steps, self.policy,
+            )  # fmt: skip
+        self._show_activations()
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._peaks is not None:
+            self._peaks.remove()
+            self._peaks = None
+
+    # -- deciding -----------------------------------------------------------------------------
+    def _skip(self, trainer: L.Trainer, optimizer: Any, values: list[float]) -> None:
+        """Drop this step's update: parameters without a gradient are left as they are."""
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                param.grad = None
+        self._bad += 1
+        if self.policy == "stop":
+            self._stop_pending = True
+        if self._fault is None:
+            row = values if len(values) > 1 else self._row.tolist()
+            self._fault = self._fault_of(trainer.global_step, self._names, row)
+            if self.policy == "skip":
+                self._report(trainer, "skipped this optimizer step (weights unchanged, the LR "
+                             "schedule still advances one step); training goes on")  # fmt: skip
+            else:
+                self._report(trainer, "skipped this optimizer step; stopping")
+
+    def _look(self, trainer: L.Trainer, rows: Any) -> None:
+        """The rows that reached the host, in order: count, report the first fault, stop."""
+        for step, names, row in rows:
+            fault = self._fault_of(step, names, row)
+            overflow = not all(map(math.isfinite, fault.grad_norms))
+            if self._scaler is not None:  # it skipped such a step: normal, unless too many
+                self._skipped += overflow
+                self._in_row = self._in_row + 1 if overflow else 0
+                fault = replace(fault, skipped=self._skipped, in_row=self._in_row)
+            bad = what(fault, self.min_loss_scale, self.max_skipped_in_row) is not None
+            if trainer.world_size > 1 and self.policy == "stop":  # all ranks stop together
+                flag = torch.tensor(float(bad), device=trainer.strategy.root_device)
+                bad = bool(trainer.strategy.reduce(flag, reduce_op="max") > 0)
+            self._bad += bad
+            if bad and self._fault is None:
+                self._fault = fault
+                if self.policy == "stop":
+                    self._report(trainer, "stopping at the end of the step after it")
+                    self._stop(trainer)
+                if self._scaler is not None and overflow:
+                    self._report(trainer, "the GradScaler skipped that step; training goes on")
+                else:
+                    self._report(trainer, "that step was applied; training goes on")
+
+    def _fault_of(self, step: int, names: list[str], row: list[float]) -> Fault:
+        """The host values of a row: [norms..., losses..., (scale)]."""
+        scale = row.pop() if self._scaler is not None else None
+        losses = row[len(names) :]
+        return Fault(
+            step=step,
+            loss_finite=all(math.isfinite(x) for x in losses),
+            grad_norms=row[: len(names)],
+            names=names,
+            scale=scale,
+            skipped=self._skipped,
+            in_row=self._in_row,
+        )
+
+    def _report(self, trainer: L.Trainer, outcome: str) -> None:
+        assert self._fault is not None
+        group = trainer.optimizers[0].param_groups[0] if trainer.optimizers else {}
+        console.warn(
+            "%s",
+            block(
+                self._fault,
+                self._summary(),
+                str(trainer.precision),
+                self.policy,
+                outcome,
+                group.get("initial_lr", group.get("lr")),
+                trainer.gradient_clip_val,
+                self._peaks is not None,
+            ),
+        )
+
+    def _summary(self) -> str:
+        assert self._fault is not None
+        return what(self._fault, self.min_loss_scale, self.max_skipped_in_row) or "fault"
+
+    def _stop(self, trainer: L.Trainer) -> NoReturn:
+        """Save where a resume finds it (the checkpoint callback that preemption uses too),
+        wait for the upload as preemption does, then end the run with NumericsFault."""
+        assert self._fault is not None
+        self._show_activations()
+        saver = next((c for c in trainer.callbacks if isinstance(c, StoreCheckpoint)), None)
+        where, then = "saved no checkpoint (checkpoint=none)", "a rerun starts over"
+        if saver is not None and not weights_finite(trainer.lightning_module, trainer.strategy):
+            # An update before the fault (a vanishing eps, say) broke the weights: a
+            # checkpoint of them is no state to resume; the newest complete one stays newest.
+            where = "saved no checkpoint (the weights are already non-finite)"
+            then = (
+                f"{saver.resume_hint} from the newest complete checkpoint in {saver.store}, if any"
+            )
+        elif saver is not None:
+            saver.save(trainer, final=True)
+            location = str(saver.store)
+            try:
+                saver.finish(timeout_s=saver.store.timeout_s)
+            except UploadsPending:
+                location = f"{saver.staging_dir} (not uploaded yet; the next run uploads it)"
+            where = f"saved a checkpoint at step {trainer.global_step} to {location}"
+            then = f"{saver.resume_hint} from that checkpoint"
+        raise NumericsFault(
+            f"{self._summary()} at step {self._fault.step}: skipped it, {where} and stopped "
+            f"(callbacks.numerics.policy=stop). Try the fixes listed above; {then}"
+        )
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Lightning writes step metrics only on its logging steps, and each self.log call
+        # costs ~0.2 ms on CPU: log on those steps only. The values stay tensors (no read).
+        if not trainer.loggers or not trainer._logger_connector.should_update_logs:
+            return
+        log = functools.partial(pl_module.log, on_step=True, on_epoch=False, batch_size=1)
+        log("numerics/grad_norm", torch.linalg.vector_norm(self._row[: len(self._names)]))
+        if self._scaler is not None:  # the scale this step ran with; skipped steps as read
+            log("numerics/loss_scale", self._row[-1])
+            log("numerics/skipped_steps", float(self._skipped))
+
+    def _show_activations(self) -> None:
+        rows = self._peaks.read() if self._peaks is not None else []
+        if rows:
+            console.info("%s", activation_table(rows))
+            self._peaks.clear()  # type: ignore[union-attr]

@@ -1,0 +1,291 @@
+"""Training throughput: samples/s, tokens/s, FLOP/s and MFU per device, peak memory per epoch.
+
+The rates are Lightning's (`lightning.fabric.utilities.throughput.Throughput`, the class
+behind its `ThroughputMonitor`), logged under the same names with a `train/` prefix:
+`train/device/samples_per_sec`, `train/device/items_per_sec` (tokens, for batches of token
+ids), `train/device/flops_per_sec`, `train/device/mfu`, and without `device/` the totals
+over all processes when there are several. `train/device/peak_memory_gib` is CUDA's peak
+allocated memory in each epoch (the maximum over processes).
+
+Not `ThroughputMonitor` itself, because in lightning 2.6.6 it
+  * takes its peak FLOP/s from a table that has no entry for "NVIDIA H200" and gives the
+    H100 NVL more than twice its dense peak (pytorch-lightning #21677, #20660);
+  * calls torch.cuda.synchronize() after every batch, which stops the CPU from queueing
+    the next step while the GPU works; here the clock is read (and CUDA synchronized) only
+    every `trainer.log_every_n_steps` optimizer steps, when the rates are logged;
+  * logs validation and test rates at the evaluation batch index as the step, rows that
+    interleave with the training steps of metrics.csv.
+Validation time is left out of the training rates, as ThroughputMonitor does.
+
+FLOPs per batch are counted once, with Lightning's `measure_flops` on a meta-device copy of
+the first batch and the model's parameters (no memory, no compute, no RNG draws), forward
+plus backward; later batches scale that count by their number of samples. On meta tensors
+attention is counted on every machine: on real CPU tensors torch 2.13's FlopCounterMode
+counts nothing for the fused attention kernel (pytorch/pytorch#195460). With gradient
+checkpointing the count includes the recomputed forward.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.utilities.throughput import Throughput, measure_flops
+from lightning.pytorch.utilities.data import extract_batch_size
+from torch import nn
+from torch.distributed.fsdp import FSDPModule
+from torch.func import functional_call
+
+from litforge import console
+from litforge.checkpointing.model_record import model_config
+from litforge.errors import ConfigError
+from litforge.toolkit.budget.measure import rebuild
+from litforge.toolkit.hardware import CARDS, GIB, find_card, peak_dtype
+
+KEY = "callbacks.throughput"
+
+
+class ThroughputMFU(L.Callback):
+    """available_flops: dense peak FLOP/s of one device, overriding `litforge.toolkit.hardware`'s
+    table (null: the table; 0: log no MFU). window_size: how many logging points (one every
+    `trainer.log_every_n_steps` optimizer steps) the rates average over, at least 2."""
+
+    def __init__(self, available_flops: float | None = None, window_size: int = 3) -> None:
+        self.available_flops = _check_flops(available_flops)
+        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 2:
+            raise ConfigError(
+                f"{KEY}.window_size={window_size!r} must be an integer >= 2 "
+                "(logging points the rates average over)"
+            )
+        self.window_size = window_size
+        self.flops_per_batch: int | None = None  # of the first batch, once measured
+        self._device = torch.device("cpu")
+        self._throughput: Throughput | None = None  # None: nothing to measure or log
+        self._val_start: float | None = None
+        self._restored: dict[str, Any] = {}  # totals from the checkpoint a run resumes
+        self._batches = self._samples = self._tokens = self._flops_since_update = 0
+        self._t0 = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit" or not trainer.loggers:
+            self._throughput = None
+            return
+        self._device = trainer.strategy.root_device
+        cuda = self._device.type == "cuda"
+        name = torch.cuda.get_device_name(self._device) if cuda else None
+        tf32 = cuda and torch.get_float32_matmul_precision() != "highest"
+        peak = resolve_available_flops(name, str(trainer.precision), tf32, self.available_flops)
+        if not cuda and self.available_flops is None:
+            console.info(
+                "throughput: MFU and peak memory are GPU-only; logging samples/s, tokens/s "
+                "and FLOP/s (%s.available_flops=FLOP/s sets a peak for MFU)",
+                KEY,
+            )
+        elif peak:
+            console.info("throughput: MFU against %.4g TFLOP/s per device (%s)", peak / 1e12, name)
+        self._throughput = Throughput(
+            available_flops=peak, world_size=trainer.world_size, window_size=self.window_size
+        )
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._throughput is None:
+            return
+        self._throughput.reset()
+        totals, self._restored = self._restored, {}
+        self._batches = int(totals.get("batches", 0))
+        self._samples = int(totals.get("samples", 0))
+        self._tokens = int(totals.get("tokens", 0))
+        self._flops_since_update = 0
+        self._first_samples = 0  # the batch size flops_per_batch was measured at
+        self._count_tokens = False
+        self._t0 = self._now() - float(totals.get("time", 0.0))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The totals, so that a resumed run's train/batches, samples, lengths and time go on
+        from the checkpoint (plain numbers: checkpoints load with weights_only=True)."""
+        if self._throughput is None or not self._t0:
+            return {}
+        time_so_far = self._now() - self._t0
+        return {
+            "batches": self._batches,
+            "samples": self._samples,
+            "tokens": self._tokens,
+            "time": time_so_far,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._restored = dict(state_dict)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self._device)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *_: Any
+    ) -> None:
+        if self._throughput is None or not trainer.is_global_zero:
+            return
+        samples = extract_batch_size(batch)
+        if not self._first_samples:
+            self._first_samples = samples
+            self._count_tokens = token_count(batch) is not None
+            self.flops_per_batch = _measure_or_warn(pl_module, batch, trainer)
+        self._batches += 1
+        self._samples += samples
+        if self._count_tokens:
+            self._tokens += token_count(batch) or 0
+        if self.flops_per_batch is not None:
+            self._flops_since_update += self.flops_per_batch * samples // self._first_samples
+        # Lightning's own cadence: once an optimizer step is complete, every
+        # log_every_n_steps steps.
+        if (
+            trainer.fit_loop._should_accumulate()
+            or not trainer._logger_connector.should_update_logs
+        ):
+            return
+        self._throughput.update(
+            time=self._now() - self._t0,
+            batches=self._batches,
+            samples=self._samples,
+            lengths=self._tokens if self._count_tokens else None,
+            flops=self._flops_since_update if self.flops_per_batch is not None else None,
+        )
+        self._flops_since_update = 0
+        metrics = {f"train/{k}": v for k, v in self._throughput.compute().items()}
+        trainer._logger_connector.log_metrics(metrics)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._throughput is not None and trainer.is_global_zero and not trainer.sanity_checking:
+            self._val_start = self._now()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._throughput is not None and self._val_start is not None:
+            self._t0 += self._now() - self._val_start  # the training clock stood still
+            self._val_start = None
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._throughput is not None and self._device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self._device) / GIB
+            pl_module.log("train/device/peak_memory_gib", peak, reduce_fx="max", sync_dist=True)
+
+    def _now(self) -> float:
+        """perf_counter once the device has finished what was queued."""
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
+        return time.perf_counter()
+
+
+def _check_flops(value: Any) -> float | None:
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"{KEY}.available_flops={value!r} must be a number of FLOP/s per device >= 0 "
+            "(e.g. 989.4e12), 0 to log no MFU, or null to use litforge.toolkit.hardware's table"
+        )
+    return float(value)
+
+
+def resolve_available_flops(
+    device_name: str | None, precision: str, tf32: bool, override: float | None
+) -> float | None:
+    """The peak FLOP/s MFU divides by: `override` if given (0 -> None), else the table's
+    dense peak for `device_name` (a CUDA device name; None on CPU, where there is none) at
+    the compute dtype of `precision`. A CUDA card or dtype the table lacks is a ConfigError."""
+    if override is not None:
+        return override or None
+    if device_name is None:
+        return None
+    card = find_card(device_name)
+    dtype = peak_dtype(precision, tf32 and card is not None and "tf32" in card.peak_tflops)
+    peak = card.peak_flops(dtype) if card and dtype else None
+    if peak is not None:
+        return peak
+    if card is None:
+        why = f"{device_name!r} is not in litforge.toolkit.hardware.CARDS ({', '.join(c.name for c in CARDS)})"
+    else:
+        why = f"litforge.toolkit.hardware has no {dtype or precision} peak for the {card.name}"
+    raise ConfigError(
+        f"{KEY}.available_flops is needed: {why}; set it to the card's dense peak FLOP/s per "
+        f"device for precision {precision} (a number, e.g. 989.4e12), or 0 to log no MFU"
+    )
+
+
+def first_tensor(batch: Any) -> torch.Tensor | None:
+    """The first tensor in a (nested) batch: the input of (x, y), a dict's first value."""
+    if isinstance(batch, torch.Tensor):
+        return batch
+    if isinstance(batch, Mapping):
+        batch = list(batch.values())
+    if isinstance(batch, Sequence) and not isinstance(batch, str):
+        for item in batch:
+            found = first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def token_count(batch: Any) -> int | None:
+    """B*T when the batch's input is a (B, T) tensor of token ids; None for anything else."""
+    x = first_tensor(batch)
+    if (
+        x is None
+        or x.dim() != 2
+        or x.is_floating_point()
+        or x.is_complex()
+        or x.dtype == torch.bool
+    ):
+        return None
+    return x.numel()
+
+
+class _ForwardBackward(nn.Module):
+    """forward + backward in one call: functional_call swaps in the meta parameters only
+    for the length of a call, and gradient checkpointing recomputes inside backward."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> None:
+        out = self.model(x)
+        out = out if isinstance(out, torch.Tensor) else first_tensor(out)
+        if out is None:
+            raise TypeError(f"{type(self.model).__name__}(x) returned no tensor")
+        out.sum().backward()
+
+
+def step_flops(model: nn.Module, x: torch.Tensor) -> int:
+    """FLOPs of one forward and backward of `model` on `x`, counted on meta tensors."""
+    step = _ForwardBackward(model)
+    meta = {
+        name: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
+        for name, p in step.named_parameters()
+    }
+    meta.update({name: torch.empty_like(b, device="meta") for name, b in step.named_buffers()})
+    x_meta = torch.empty_like(x, device="meta")
+    with torch.enable_grad():
+        return measure_flops(step, lambda: functional_call(step, meta, (x_meta,)))
+
+
+def _measure_or_warn(pl_module: L.LightningModule, batch: Any, trainer: L.Trainer) -> int | None:
+    x = first_tensor(batch)
+    try:
+        if x is None:
+            raise TypeError("the batch holds no tensor")
+        model: nn.Module = pl_module
+        if any(isinstance(m, FSDPModule) for m in pl_module.modules()):
+            # trainer=fsdp: the sharded module's forward gathers weights from every rank, and
+            # only rank 0 measures; an unsharded twin on meta tensors has the same FLOPs.
+            with torch.device("meta"):
+                model = rebuild(pl_module, model_config(trainer))
+        # What training_step sees: "-true" precisions cast floating inputs.
+        return step_flops(model, trainer.precision_plugin.convert_input(x))
+    except Exception as err:  # noqa: BLE001 - any model may fail on meta tensors
+        console.warn("throughput: FLOPs not measured, so no FLOP/s or MFU: %s", err)
+        return None

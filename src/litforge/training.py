@@ -1,0 +1,67 @@
+"""The training recipe: `python train.py [overrides]`, composed from conf/train.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from omegaconf import DictConfig
+
+from litforge import build, checkpointing, console, run_record
+from litforge.cli import entry_point
+from litforge.tracking import lifecycle as tracking
+from litforge.validation.checks import check_config
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, then test the best checkpoint; returns (and writes) the final metrics."""
+    check_config(cfg)
+    checkpoints = checkpointing.setup(cfg)  # probes the store, picks the resume point
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build.build_datamodule(cfg)
+    module = build.build_module(cfg)
+    run_dir = Path(cfg.run_dir)
+    tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
+    trainer = build.build_trainer(cfg, checkpoints.callbacks, datamodule)
+    tracking.keep_ids(checkpoints, run_dir)
+    console.show_config(cfg)  # once all of the above accepted it: no dump before an error
+    run_record.write_start(run_dir, cfg)
+    effective_batch = build.effective_batch_size(cfg, trainer, datamodule)
+    tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
+
+    try:
+        trainer.fit(
+            module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True
+        )
+        metrics = run_record.floats(trainer.callback_metrics)
+        best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
+    finally:
+        # A fit that raised in this process (a notebook, a test) leaves the run to the next
+        # call; the CLI's exit would release the locks anyway.
+        checkpoints.release()
+    if cfg.get("test", True):
+        # The best checkpoint by the monitored metric; without one, the weights in memory.
+        results = trainer.test(
+            module,
+            datamodule=datamodule,
+            ckpt_path=best.local,
+            weights_only=True,
+            verbose=console.interactive(),
+        )
+        metrics.update(run_record.floats(results[0]))
+
+    metrics.update(
+        best_checkpoint=best.url,
+        precision_requested=str(cfg.trainer.precision),
+        precision_effective=build.effective_precision(trainer),
+        effective_batch_size=effective_batch,
+        global_step=trainer.global_step,
+        epoch=trainer.current_epoch,
+    )
+    tracking.log_end(trainer, metrics)
+    run_record.write_metrics(run_dir, metrics)
+    return metrics
+
+
+main = entry_point(train, config_name="train")

@@ -1,0 +1,71 @@
+"""The wheel is the library: built from this repository, installed into a fresh venv, it
+imports and trains a project's fast_dev_run with no source tree on the path."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+
+def _site_packages(env_dir: Path) -> Path:
+    scheme = {"base": str(env_dir), "platbase": str(env_dir)}
+    return Path(sysconfig.get_path("purelib", vars=scheme))
+
+
+def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
+    source = tmp_path / "source"  # built from a copy: a build leaves build/ behind
+    shutil.copytree(
+        ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "-w", str(dist), str(source)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = dist.glob("litforge-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "litforge/conf/litforge/train.yaml" in names
+    assert "litforge/conf/trainer/fsdp.yaml" in names
+    assert "hydra_plugins/litforge_conf/searchpath.py" in names
+
+    fresh = tmp_path / "fresh"
+    venv.create(fresh, with_pip=False)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install",
+         "--quiet", "--no-deps", str(wheel)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    # litforge's dependencies from this venv's site-packages, as a plain path: its .pth
+    # files (the editable install of the checkout among them) are not read from there.
+    ours = _site_packages(Path(sys.prefix))
+    (_site_packages(fresh) / "dependencies.pth").write_text(f"{ours}\n")
+
+    project = tmp_path / "project"  # a project: its conf/ and train.py, no src/
+    shutil.copytree(ROOT / "conf", project / "conf")
+    shutil.copy(ROOT / "train.py", project / "train.py")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR")}
+    python = str(fresh / "bin" / "python")
+    where = subprocess.run(
+        [python, "-c", "import litforge, sys; print(litforge.__file__)"],
+        cwd=project, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert Path(where.stdout.strip()).is_relative_to(fresh), where.stdout
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [python, "train.py", "debug=fdr", "trainer=cpu", f"hydra.run.dir={run_dir}"],
+        cwd=project, env={**env, "CI": "1"}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 1
