@@ -55,7 +55,10 @@ def bad_files(tmp_path_factory) -> dict[str, Path]:
 
 # (arguments, the key the one line must name). Each fails before training starts.
 TRAIN_CASES = [
-    (["logger=bogus"], "logger=bogus is not an option of pkg://litforge.conf/logger/: csv, many, mlflow, none"),
+    (
+        ["logger=bogus"],
+        "logger=bogus is not an option of pkg://litforge.conf/logger/: csv, many, mlflow, none",
+    ),
     (["model=cnnn"], "model=cnnn is not an option of conf/model/: cnn, gpt"),
     (["trainer.max_epochs=abc"], "trainer.max_epochs=abc"),
     (["trainer.max_epochs=-5"], "trainer.max_epochs=-5"),
