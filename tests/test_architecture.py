@@ -114,6 +114,20 @@ def test_importing_litforge_loads_nothing_else():
     assert "torch" not in loaded and "lightning" not in loaded
 
 
+def test_the_entry_point_module_loads_no_capability_until_a_run():
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, litforge.cli; print(sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ours = {m for m in eval(result.stdout) if m.startswith("litforge")}
+    # `compose()` in a notebook: the foundation and the config search only.
+    assert ours <= {"litforge", "litforge.cli", "litforge.conf", "litforge.errors",
+                    "litforge.exits", "litforge.paths", "litforge.validation",
+                    "litforge.validation.config_search"}  # fmt: skip
+
+
 def test_public_names_resolve():
     import litforge
 

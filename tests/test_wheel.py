@@ -22,6 +22,8 @@ def _site_packages(env_dir: Path) -> Path:
 
 
 def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
+    # No PYTHONPATH: a checkout on it (with its egg-info) would count as installed.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR")}
     source = tmp_path / "source"  # built from a copy: a build leaves build/ behind
     shutil.copytree(
         ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -32,7 +34,7 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "-w", str(dist), str(source)],
-        check=True, capture_output=True, text=True, timeout=300,
+        env=env, check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     (wheel,) = dist.glob("litforge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -45,7 +47,7 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install",
          "--quiet", "--no-deps", str(wheel)],
-        check=True, capture_output=True, text=True, timeout=300,
+        env=env, check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     # litforge's dependencies from this venv's site-packages, as a plain path: its .pth
     # files (the editable install of the checkout among them) are not read from there.
@@ -55,7 +57,6 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     project = tmp_path / "project"  # a project: its conf/ and train.py, no src/
     shutil.copytree(ROOT / "conf", project / "conf")
     shutil.copy(ROOT / "train.py", project / "train.py")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR")}
     python = str(fresh / "bin" / "python")
     where = subprocess.run(
         [python, "-c", "import litforge, sys; print(litforge.__file__)"],

@@ -23,9 +23,7 @@ from litforge.exits import (  # noqa: F401 - errors_to_caller, remove_unused_run
     report_user_errors,
     silence_known_upstream_warnings,
 )
-from litforge.launch import launchers, multirun
 from litforge.paths import unwritable
-from litforge.tracking.lifecycle import runs_end_with_job
 from litforge.validation.config_search import group_options, project_conf_dir, search_root
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
@@ -47,6 +45,11 @@ def entry_point(
     """
 
     def hydra_run(cfg: DictConfig) -> float | None:
+        # Imported per run, not with the module: `import litforge.cli` (compose() in a
+        # notebook) stays free of the launch and tracking layers.
+        from litforge.launch import multirun
+        from litforge.tracking.lifecycle import runs_end_with_job
+
         silence_known_upstream_warnings()  # again: a launcher may run jobs in other processes
         with (
             report_user_errors(Path(cfg.run_dir)),
@@ -57,6 +60,8 @@ def entry_point(
         return metrics.get(cfg.get("optimized_metric"))
 
     def main() -> None:
+        from litforge.launch import launchers
+
         sys.argv = quote_numeric_choices(sys.argv)
         silence_known_upstream_warnings()
         with report_user_errors():
