@@ -18,7 +18,7 @@ PLUGIN = ROOT / "src" / "hydra_plugins" / f"{SOURCE}_optuna"  # absent from a --
 
 def test_no_trace_of_the_template_name_outside_the_answers_file(generated):
     files = git("ls-files", cwd=generated).split("\n")
-    assert f"src/{NAME}/train.py" in files
+    assert f"src/{NAME}/training.py" in files
     if PLUGIN.is_dir():
         assert f"src/hydra_plugins/{NAME}_optuna/__init__.py" in files
     for rel in filter(None, files):
@@ -82,5 +82,5 @@ def test_both_optuna_plugins_coexist(generated):
     assert result.returncode == 0, result.stderr[-3000:]
     origin, installed = result.stdout.split()
     assert origin.startswith(str(generated / "src")) and installed == "True"
-    sweeper = (generated / "conf" / "hydra" / "sweeper" / "optuna.yaml").read_text()
+    sweeper = (generated / "src" / NAME / "conf" / "hydra" / "sweeper" / "optuna.yaml").read_text()
     assert f"_target_: hydra_plugins.{NAME}_optuna.optuna_sweeper.OptunaSweeper" in sweeper

@@ -21,7 +21,7 @@ def test_update_brings_a_template_change_and_keeps_the_user_edit(tmp_path, view_
     old = answers["_commit"]
 
     # The user's edit, committed; then a fix in another file of the template, tagged.
-    trainer = project / "conf" / "trainer" / "cpu.yaml"
+    trainer = project / "src" / NAME / "conf" / "trainer" / "cpu.yaml"
     trainer.write_text(trainer.read_text() + "# my own note\n")
     git(*IDENTITY, "commit", "-qam", "my note", cwd=project)
     cnn = source / "conf" / "model" / "cnn.yaml"
