@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import shutil
 
 import lightning as L
 import pytest
@@ -12,7 +13,7 @@ from hydra.errors import MissingConfigException
 from litforge import build
 from litforge.errors import ConfigError
 from litforge.validation.checks import check_config
-from tests.helpers import conf_groups, conf_options
+from tests.helpers import CONF, conf_groups, conf_options
 
 GROUPS = conf_groups()
 options = conf_options
@@ -112,3 +113,25 @@ def test_experiment_direction_reaches_checkpoint_ranking(make_cfg):
     assert make_cfg("experiment=digits_cnn").optimized_metric == "val/acc"
     assert make_cfg().checkpoint.mode == "min"
     assert make_cfg("experiment=digits_cnn", "checkpoint=none").checkpoint is None
+
+
+def test_a_project_file_replaces_or_adds_a_library_option(tmp_path):
+    from litforge.cli import check_group_choices, compose
+    from litforge.conf import LIBRARY_CONF_DIR
+
+    project = tmp_path / "conf"
+    shutil.copytree(CONF, project)
+    (project / "trainer").mkdir()
+    library_default = (LIBRARY_CONF_DIR / "trainer" / "default.yaml").read_text()
+    (project / "trainer" / "default.yaml").write_text(
+        library_default.replace("max_epochs: 12", "max_epochs: 3")
+    )
+    (project / "trainer" / "a100.yaml").write_text("defaults:\n  - gpu\ndevices: 8\n")
+    cfg = compose([], tmp_path / "run", conf_dir=project)
+    assert cfg.trainer.max_epochs == 3  # the project's default.yaml, not litforge's
+    cfg = compose(["trainer=cpu"], tmp_path / "run", conf_dir=project)
+    assert cfg.trainer.max_epochs == 3 and cfg.trainer.accelerator == "cpu"  # cpu extends it
+    cfg = compose(["trainer=a100"], tmp_path / "run", conf_dir=project)
+    assert cfg.trainer.accelerator == "gpu" and cfg.trainer.devices == 8
+    with pytest.raises(ConfigError, match=r"trainer=x is not an option of .*: a100, cpu, ddp"):
+        check_group_choices(["trainer=x"], "train", str(project))
