@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch is pinned in the same command so the resolver never pulls another build.
 	$(BIN)/python -m pip install --quiet $(TORCH) -e ".[dev]"
+	# The example project (src/litforge_examples) is not part of the litforge wheel: src/ goes
+	# on the venv's path, for every process a run starts (DDP ranks, sweep workers).
+	$(BIN)/python -c "import site, sys; open(site.getsitepackages()[0] + '/litforge-project.pth', 'w').write(sys.argv[1] + '\n')" "$(CURDIR)/src"
 	touch $(STAMP)
 
 install: $(STAMP)

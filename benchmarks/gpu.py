@@ -2,7 +2,7 @@
 
 For a GPT-2-small-shaped model (124M parameters) and a ~350M one, sequence 1024:
   * tokens/s, TFLOP/s and MFU for 32-true (TF32 off, on), 16-mixed, bf16-mixed and
-    bf16-mixed + torch.compile, measured on the plain net (`litforge.nets.gpt.GPT`);
+    bf16-mixed + torch.compile, measured on the plain net (`litforge_examples.nets.gpt.GPT`);
   * peak memory with and without gradient checkpointing (bf16-mixed);
   * the template (`litforge.training.train`, default callbacks and logger) against the
     hand-written loop of `benchmarks.rawloop` (benchmarks/gpu_template.py) at the same settings (bf16-mixed, eager),
@@ -30,8 +30,8 @@ from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.gpu_template import WINDOW, template_vs_raw
-from litforge.nets.gpt import GPT, GPTConfig
 from litforge.toolkit.hardware import current_card, peak_dtype
+from litforge_examples.nets.gpt import GPT, GPTConfig
 
 
 @dataclass

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
-from litforge.nets.gpt import GPT
+from litforge_examples.nets.gpt import GPT
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

@@ -14,8 +14,8 @@ from litforge import evaluation as eval_entry
 from litforge import training as train_entry
 from litforge.checkpointing.store import Manifest, checkpoint_name, sha256_of
 
-CNN = "litforge.models.classifier.Classifier"
-GPT = "litforge.models.language_model.LanguageModel"
+CNN = "litforge_examples.models.classifier.Classifier"
+GPT = "litforge_examples.models.language_model.LanguageModel"
 
 
 class Payload:

@@ -97,7 +97,9 @@ def test_checkpoint_with_pickled_object_is_refused(make_cfg, tmp_path, cnn_run):
 
 
 def test_checkpoint_of_another_model(make_cfg, gpt_run):
-    with pytest.raises(ConfigError, match="holds a litforge.models.language_model.LanguageModel"):
+    with pytest.raises(
+        ConfigError, match="holds a litforge_examples.models.language_model.LanguageModel"
+    ):
         evaluate(eval_cfg(make_cfg, gpt_run["best_checkpoint"]))  # configured: the CNN
 
 

@@ -50,8 +50,8 @@ def test_a_target_with_var_keywords_takes_any_key_but_still_needs_its_required_o
 
 def test_a_nested_target_counts_as_given_and_a_typo_gets_its_close_match():
     adamw = {"_target_": "litforge.optim.adamw", "_partial_": True}
-    classifier = {"_target_": "litforge.models.classifier.Classifier",
-                  "net": {"_target_": "litforge.nets.cnn.CNN"}, "optimizer": adamw}  # fmt: skip
+    classifier = {"_target_": "litforge_examples.models.classifier.Classifier",
+                  "net": {"_target_": "litforge_examples.nets.cnn.CNN"}, "optimizer": adamw}  # fmt: skip
     check_node(classifier, "model")  # net and optimizer are nodes: given, and not type-checked
     with pytest.raises(ConfigError, match="did you mean model.optimizer.momentum"):
         check_node({"_target_": "torch.optim.SGD", "_partial_": True, "momentm": 0.9},

@@ -98,8 +98,8 @@ def test_run_directory_holds_everything_the_readme_lists(make_cfg, tmp_path):
     assert best.parent == run_dir / "checkpoints" and best.is_file()
     checkpoint = torch.load(best, weights_only=True)  # no pickled nets or partials
     record = checkpoint["litforge_model"]  # the model's config: what eval.py compares
-    assert record["_target_"] == "litforge.models.classifier.Classifier"
-    assert record["net"]["_target_"] == "litforge.nets.cnn.CNN"
+    assert record["_target_"] == "litforge_examples.models.classifier.Classifier"
+    assert record["net"]["_target_"] == "litforge_examples.nets.cnn.CNN"
     assert checkpoint["hyper_parameters"]["optimizer"]["_target_"] == "litforge.optim.adamw"
 
 

@@ -41,6 +41,7 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     assert "litforge/conf/litforge/train.yaml" in names
     assert "litforge/conf/trainer/fsdp.yaml" in names
     assert "hydra_plugins/litforge_conf/searchpath.py" in names
+    assert not [n for n in names if n.startswith("litforge_examples/")]  # the project's, not ours
 
     fresh = tmp_path / "fresh"
     venv.create(fresh, with_pip=False)
@@ -54,8 +55,13 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     ours = _site_packages(Path(sys.prefix))
     (_site_packages(fresh) / "dependencies.pth").write_text(f"{ours}\n")
 
-    project = tmp_path / "project"  # a project: its conf/ and train.py, no src/
+    project = tmp_path / "project"  # a project: its code, conf/ and train.py; not litforge
     shutil.copytree(ROOT / "conf", project / "conf")
+    shutil.copytree(
+        ROOT / "src" / "litforge_examples",
+        project / "src" / "litforge_examples",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copy(ROOT / "train.py", project / "train.py")
     python = str(fresh / "bin" / "python")
     where = subprocess.run(
@@ -66,7 +72,8 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     run_dir = tmp_path / "run"
     result = subprocess.run(
         [python, "train.py", "debug=fdr", "trainer=cpu", f"hydra.run.dir={run_dir}"],
-        cwd=project, env={**env, "CI": "1"}, capture_output=True, text=True, timeout=300,
+        cwd=project, env={**env, "CI": "1", "PYTHONPATH": str(project / "src")},
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 1

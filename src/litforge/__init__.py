@@ -22,9 +22,12 @@ _PUBLIC = {
     "compose": "litforge.cli",
     # what a user's model and data build on
     "LitforgeModule": "litforge.models.base",
+    "OptimizerFactory": "litforge.models.base",
+    "SchedulerFactory": "litforge.models.base",
     "SplitDataModule": "litforge.data.loaders",
     "train_loader": "litforge.data.loaders",
     "eval_loader": "litforge.data.loaders",
+    "at_least": "litforge.data.loaders",
     "adamw": "litforge.optim",
     "warmup_cosine": "litforge.optim",
     "batch_size_of": "litforge.datamodule_facts",

@@ -70,7 +70,7 @@ def construct(node: DictConfig, group: str) -> Any:
 
 def refusal(path: str, node: Any, cause: Exception) -> ConfigError:
     """One line for a constructor's ValueError/TypeError: `data.batch_size=0 must be >= 1
-    (litforge.data.digits.DigitsDataModule refused it)` when the message names one of the
+    (litforge_examples.data.digits.DigitsDataModule refused it)` when the message names one of the
     node's keys, else `path=target refused its arguments: message`."""
     name = node.get("_target_") if OmegaConf.is_dict(node) or isinstance(node, dict) else None
     message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__

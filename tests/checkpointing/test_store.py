@@ -13,9 +13,12 @@ from litforge.checkpointing import resume
 from litforge.checkpointing.store import CheckpointStore, Manifest, checkpoint_name, sha256_of
 from litforge.errors import ConfigError
 
-CNN = "litforge.nets.cnn.CNN"
+CNN = "litforge_examples.nets.cnn.CNN"
 MODEL = OmegaConf.create(
-    {"_target_": "litforge.models.classifier.Classifier", "net": {"_target_": CNN, "hidden": 8}}
+    {
+        "_target_": "litforge_examples.models.classifier.Classifier",
+        "net": {"_target_": CNN, "hidden": 8},
+    }
 )
 
 
@@ -92,7 +95,10 @@ def test_complete_checkpoint_with_pickled_object_is_refused(store, tmp_path):
 def test_a_checkpoint_of_another_model_is_refused(store, tmp_path):
     put_checkpoint(store, tmp_path, 5)
     other = OmegaConf.create(
-        {"_target_": "litforge.models.classifier.Classifier", "net": {"_target_": CNN, "hidden": 9}}
+        {
+            "_target_": "litforge_examples.models.classifier.Classifier",
+            "net": {"_target_": CNN, "hidden": 9},
+        }
     )
     with pytest.raises(ConfigError, match=r"was trained with model.net.hidden=8.*hidden=9"):
         resume.newest_complete(store, tmp_path / "staging", other)

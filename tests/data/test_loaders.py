@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from litforge.data.digits import DigitsDataModule
 from litforge.data.loaders import eval_loader, train_loader
-from litforge.data.text import TextDataModule
+from litforge_examples.data.digits import DigitsDataModule
+from litforge_examples.data.text import TextDataModule
 
 
 def fake_trainer(world_size: int = 1, rank: int = 0, epoch: int = 0) -> SimpleNamespace:

@@ -1,5 +1,3 @@
-"""LightningDataModules, one per file. Every dataset ships with an installed package.
-
-`loaders.py` holds what they share: the constructor arguments of `SplitDataModule` and
-the train/eval DataLoader construction.
+"""What a project's DataModules build on: `loaders.SplitDataModule`, the resumable train and
+eval DataLoaders.
 """

@@ -97,7 +97,7 @@ def check_shardable(module: L.LightningModule) -> None:
             f"trainer=fsdp: model={name} names no block class to shard (its `shard_unit` is "
             "None), so FSDP would gather the whole model at once and save nothing over DDP. "
             "Use trainer=ddp for it, or set `shard_unit` on the model class to its repeated "
-            "block (as LanguageModel does with litforge.nets.gpt.Block)"
+            "block (as LanguageModel does with litforge_examples.nets.gpt.Block)"
         )
     if not any(isinstance(m, unit) for m in module.modules()):
         raise ConfigError(

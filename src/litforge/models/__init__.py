@@ -1,1 +1,1 @@
-"""LightningModules: loss, metrics and optimizer around a plain net from `litforge.nets`."""
+"""What a project's LightningModules build on: `base.LitforgeModule`."""

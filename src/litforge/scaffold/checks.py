@@ -65,7 +65,7 @@ def check_name(name: str, root: Path, what: str = "NAME") -> None:
         raise ScaffoldError(f"{what}={name} is a Python keyword; pick another name")
     if name != name.lower() or name.startswith("_"):
         raise ScaffoldError(f"{what}={name}: use lower case without a leading _, e.g. my_exp")
-    if name == source_name(root):
+    if name in (source_name(root), "litforge_examples"):
         raise ScaffoldError(f"{what}={name} is the template's own name; pick a new one")
     shadowed = _ALWAYS | dependency_names(root) | set(sys.stdlib_module_names)
     # Any importable top-level module: `yaml` is PyYAML's, which no dependency is named.

@@ -10,21 +10,20 @@ from pathlib import Path
 
 from litforge.scaffold import skeletons
 from litforge.scaffold.checks import ScaffoldError, source_name
+from litforge.scaffold.parts import EXAMPLE_PACKAGE
 from litforge.scaffold.templatize import camel
 
 
-def _base_class(root: Path, pkg: str) -> str:
-    """The LightningModule base class in <pkg>/models/base.py (`<Camel>Module`)."""
-    base = root / "src" / pkg / "models" / "base.py"
-    wanted = f"{camel(pkg)}Module"
-    if not base.is_file() or f"class {wanted}(" not in base.read_text():
-        raise ScaffoldError(f"{base} has no class {wanted}: cannot add a model skeleton")
-    return wanted
+def project_package(root: Path) -> str:
+    """The package a project's code lives in: its pyproject name; in the template itself,
+    the example project's package."""
+    name = source_name(root)
+    return EXAMPLE_PACKAGE if name == "litforge" else name
 
 
 def planned_files(root: Path, name: str, model: bool, data: bool) -> dict[Path, str]:
     """Path -> content of every file the experiment adds."""
-    pkg = source_name(root)
+    pkg = project_package(root)
     values = {
         "__PKG__": pkg,
         "__NAME__": name,
@@ -38,7 +37,6 @@ def planned_files(root: Path, name: str, model: bool, data: bool) -> dict[Path, 
         root / "tests" / f"test_{name}.py": skeletons.TEST + (skeletons.TEST_DATA if data else ""),
     }
     if model:
-        values["__BASE__"] = _base_class(root, pkg)
         files[root / "src" / pkg / "models" / f"{name}.py"] = skeletons.MODEL
         files[root / "conf" / "model" / f"{name}.yaml"] = skeletons.MODEL_CONF
     if data:

@@ -1,5 +1,5 @@
-"""What the template view adds to the source's files: copier.yml (questions, exclusions),
-the answers file template, and the origin note at the top of the generated README."""
+"""What the template view adds to the example project: copier.yml (questions, exclusions,
+what an update leaves alone) and the answers file template."""
 
 from __future__ import annotations
 
@@ -7,31 +7,40 @@ from typing import Any
 
 import yaml
 
-from litforge.scaffold.parts import PARTS, Part, all_parts, matches
+from litforge.scaffold.parts import ALWAYS, EXTRAS, GPT_FILES, Extra
 
 ANSWERS_FILE = ".copier-answers.yml"
 SUBDIR = "template"
+# The user's own files: written once by new-project, never by update-template.
+USERS_OWN = ("src/{{ name }}", "tests/{{ name }}", "conf/data", "conf/model",
+             "conf/experiment", "conf/hparams_search", "conf/wandb_sweep.yaml", "notebooks")  # fmt: skip
 
 
-def left_out(part: Part) -> str:
-    """Jinja condition: the new project leaves `part` out."""
-    return f"'{part.name}' in dropped.split(',')"
+def _left_out(extra: Extra) -> str:
+    return f"'{extra.name}' in without.split(',')"
 
 
-def kept(part: Part) -> str:
-    return f"'{part.name}' not in dropped.split(',')"
-
-
-def copier_config(source: str, files: list[str], pkg: str, path_template: Any) -> str:
-    """copier.yml for a view of `source` whose template holds `files` (source paths)."""
-    excludes = []
-    for part in all_parts():
-        paths = sorted(
-            path_template(f) for f in files if any(matches(g, f, pkg) for g in part.files)
-        )
-        if paths:
-            excludes.append("{% if " + left_out(part) + " %}" + "\n".join(paths) + "{% endif %}")
-    valid = sorted(PARTS)
+def copier_config(source: str, template_path: Any, pin: Any) -> str:
+    """copier.yml for a view of `source`; `template_path` maps a source path to the view's."""
+    excludes = [
+        "{% if minimal %}" + "\n".join(template_path(p) for p in GPT_FILES) + "{% endif %}",
+        "{% if _copier_operation == 'update' %}" + "\n".join(USERS_OWN) + "{% endif %}",
+    ]
+    for extra in EXTRAS.values():
+        if extra.files:
+            paths = "\n".join(template_path(p).rstrip("/*") for p in extra.files)
+            excludes.append("{% if " + _left_out(extra) + " %}" + paths + "{% endif %}")
+    valid = sorted(EXTRAS)
+    loop = (
+        "{% for e in "
+        + repr(list(EXTRAS))
+        + " if e not in without.split(',') %}{{ e }},{% endfor %}"
+    )
+    requirement = (
+        f"litforge[{{{{ extras }}}}] @ git+{pin.git_url}@{pin.sha}"
+        if pin.git_url
+        else f"litforge[{{{{ extras }}}}]=={pin.version}"
+    )
     config: dict[str, Any] = {
         "_subdirectory": SUBDIR,
         "_answers_file": ANSWERS_FILE,
@@ -48,26 +57,20 @@ def copier_config(source: str, files: list[str], pkg: str, path_template: Any) -
             "default": "{{ name.split('_') | map('capitalize') | join('') }}",
             "when": False,
         },
-        "minimal": {
-            "type": "bool",
-            "default": False,
-            "help": "digits example only: no GPT, text data or benchmarks",
-        },
+        "minimal": {"type": "bool", "default": False, "help": "the digits example only"},
         "without": {
             "type": "str",
             "default": "",
-            "help": f"optional parts to leave out, comma-separated: {', '.join(valid)}",
+            "help": f"litforge extras not to depend on, comma-separated: {', '.join(valid)}",
             "validator": "{% for p in without.split(',') if p and p not in "
             + repr(valid)
-            + " %}unknown part {{ p }} (valid: "
+            + " %}unknown extra {{ p }} (valid: "
             + ", ".join(valid)
             + "){% endfor %}",
         },
-        "dropped": {
-            "type": "str",
-            "default": "{{ without }}{{ ',gpt' if minimal else '' }}",
-            "when": False,
-        },
+        "extras": {"type": "str", "default": loop + ",".join(ALWAYS), "when": False},
+        "litforge_version": {"type": "str", "default": pin.version, "when": False},
+        "litforge_requirement": {"type": "str", "default": requirement, "when": False},
         "source": {
             "type": "str",
             "default": source,
@@ -81,16 +84,3 @@ ANSWERS_TEMPLATE = (
     "# Where this project came from; `make update-template` reads it. Do not edit by hand.\n"
     "{{ _copier_answers|to_nice_yaml -}}\n"
 )
-
-# Inserted after the README's title, in the generated project only.
-ORIGIN_START = "> **This project was generated from a template**"
-README_ORIGIN = """
-> **This project was generated from a template** at `{{ source }}`, version
-> `{{ _copier_answers._commit }}`{% if minimal %} (`--minimal`){% endif %}{% if without %}
-> (without: `{{ without }}`){% endif %}; the record is `.copier-answers.yml`.
-> `make train` trains the default experiment, `make test` runs the tests.
-> To take in later template changes, commit your work, then run `make update-template`
-> (or `make update-template TEMPLATE=/path/to/template` if it moved); conflicts with your
-> edits show as inline conflict markers. `copier update --defaults --trust` does the
-> same once the template view is current (`python -m {{ name }}.scaffold view`).
-"""

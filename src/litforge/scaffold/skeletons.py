@@ -1,5 +1,5 @@
 """The files `experiment NAME [--model] [--data]` writes. Placeholders: __PKG__ (package),
-__BASE__ (the models' base class), __NAME__ (experiment), __MODEL__ / __DATA__ (classes),
+__NAME__ (experiment), __MODEL__ / __DATA__ (classes),
 __MODEL_CONF__ / __DATA_CONF__ (config options the experiment picks)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ scheduler_interval: epoch  # step | epoch
 
 MODEL = '''\
 """__MODEL__: experiment __NAME__'s LightningModule (loss, metrics) around its net; the
-optimizer and LR schedule are config (conf/model/__NAME__.yaml), built by __BASE__."""
+optimizer and LR schedule are config (conf/model/__NAME__.yaml), built by LitforgeModule."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from __PKG__.models.base import __BASE__, OptimizerFactory, SchedulerFactory
+from litforge import LitforgeModule, OptimizerFactory, SchedulerFactory
 
 
 class MLP(nn.Module):
@@ -67,8 +67,8 @@ class MLP(nn.Module):
         return self.layers(inputs)
 
 
-class __MODEL__(__BASE__):
-    """net: inputs -> logits; optimizer, scheduler, scheduler_interval: see __BASE__."""
+class __MODEL__(LitforgeModule):
+    """net: inputs -> logits; optimizer, scheduler, scheduler_interval: see LitforgeModule."""
 
     consumes = "labelled images"  # must equal the DataModule's `provides`
 
@@ -129,8 +129,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import TensorDataset
 
-from __PKG__.data.loaders import SplitDataModule
-from __PKG__.errors import ConfigError
+from litforge import ConfigError, SplitDataModule
 
 
 class __DATA__(SplitDataModule):
@@ -189,7 +188,7 @@ from __future__ import annotations
 
 import math
 
-from __PKG__.train import train
+from litforge import train
 
 ARGS = ["experiment=__NAME__", "debug=fdr", "trainer=cpu", "logger=none"]
 

@@ -1,5 +1,5 @@
-"""Plain source text -> Jinja template text: the package name becomes `{{ name }}`, lines that
-belong to an optional part get an `{% if %}` guard, everything else is kept verbatim.
+"""Plain source text -> Jinja template text: the package name becomes `{{ name }}`, everything
+else is kept verbatim.
 
 Verbatim text that Jinja could misread (`{{`, `{%`, `{#`, `${...}`) goes inside raw blocks, so
 rendering the template with the source's own name gives back the source byte for byte.
@@ -7,10 +7,7 @@ rendering the template with the source's own name gives back the source byte for
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 
 # Jinja markup a raw block passes through: the tag that would end the block cannot.
 _SPECIAL = re.compile(r"[{}%#]")
@@ -70,57 +67,10 @@ def _line(line: str, pattern: re.Pattern[str], name: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class Guard:
-    """Lines emitted only when `condition` (a Jinja expression) holds: `count` lines from
-    each line where `regex` (multi-line mode) matches; `alternative` text otherwise."""
-
-    condition: str
-    regex: re.Pattern[str]
-    count: int = 1
-    alternative: str | None = None
-
-
-def _guarded_lines(text: str, lines: list[str], guards: Iterable[Guard]) -> dict[int, Guard]:
-    """First line index of each guarded block -> its guard (blocks must not overlap)."""
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    blocks: dict[int, Guard] = {}
-    taken: set[int] = set()
-    for guard in guards:
-        for match in guard.regex.finditer(text):
-            first = bisect.bisect_right(starts, match.start()) - 1
-            span = set(range(first, min(first + guard.count, len(lines))))
-            if span & taken:
-                raise ValueError(f"guards overlap at line {first + 1}: {guard.regex.pattern}")
-            taken |= span
-            blocks[first] = guard
-    return blocks
-
-
-def to_template(text: str, name: str, guards: Iterable[Guard] = ()) -> str:
-    """Jinja source for `text`: the name's spellings become expressions, the rest verbatim,
-    each guarded block wrapped in `{% if %}...{% else %}alternative{% endif %}`."""
+def to_template(text: str, name: str) -> str:
+    """Jinja source for `text`: the name's spellings become expressions, the rest verbatim."""
     pattern = name_pattern(name)
-    lines = text.splitlines(keepends=True)
-    blocks = _guarded_lines(text, lines, guards)
-    out, close_at = [], {}
-    for i, line in enumerate(lines):
-        if i in blocks:
-            guard = blocks[i]
-            out.append("{% if " + guard.condition + " %}")
-            last = min(i + guard.count, len(lines)) - 1
-            tail = (
-                ""
-                if guard.alternative is None
-                else "{% else %}" + _line(guard.alternative, pattern, name)
-            )
-            close_at[last] = tail + "{% endif %}"
-        out.append(_line(line, pattern, name))
-        if i in close_at:
-            out.append(close_at.pop(i))
-    return "".join(out)
+    return "".join(_line(line, pattern, name) for line in text.splitlines(keepends=True))
 
 
 def mentions(text: str, name: str) -> bool:

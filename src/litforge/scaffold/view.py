@@ -1,6 +1,8 @@
-"""The copier template *view* of a source repository: its committed files with the package
-name turned into `{{ name }}`, in a git repository of its own with one tagged commit per
-source commit. The source stays a plain project (no Jinja in it).
+"""The copier template *view* of the template repository: its example project (package,
+configs, tests, entry scripts) with the example package's name turned into `{{ name }}`, the
+skeleton files of `project_files/`, and litforge pinned to the source commit (its git remote,
+or a wheel in `vendor/`), in a git repository of its own with one tagged commit per source
+commit. The source stays a plain repository (no Jinja in it).
 
 The view lives at `$XDG_CACHE_HOME/<name>/template-view/<hash of the source path>` (default
 `~/.cache`); its tags are `v<version>.post<commits>+g<sha>` (PEP 440), so the tag of a source
@@ -22,22 +24,23 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from litforge.scaffold import gitio
+from litforge.scaffold import gitio, pin
 from litforge.scaffold.checks import ScaffoldError
-from litforge.scaffold.parts import all_parts, matches
-from litforge.scaffold.questions import (
-    ANSWERS_FILE,
-    ANSWERS_TEMPLATE,
-    ORIGIN_START,
-    README_ORIGIN,
-    SUBDIR,
-    copier_config,
-    kept,
-)
-from litforge.scaffold.templatize import Guard, mentions, path_template, to_template
+from litforge.scaffold.parts import EXAMPLE_PACKAGE, is_project_file
+from litforge.scaffold.questions import ANSWERS_FILE, ANSWERS_TEMPLATE, SUBDIR, copier_config
+from litforge.scaffold.templatize import mentions, path_template, to_template
 
-# Never part of a new project: measured results belong to the machine that measured them.
-SKIPPED = ("benchmarks/results/*.json", "benchmarks/results/*.md", ANSWERS_FILE)
+# project_files/ name -> its path in a new project (templates keep their .jinja suffix).
+SKELETONS = {
+    "pyproject.toml.jinja": "pyproject.toml.jinja",
+    "Makefile.jinja": "Makefile.jinja",
+    "README.md.jinja": "README.md.jinja",
+    "gitignore": ".gitignore",
+    "ci_run": ".ci/run",
+    "tests_init.py": "tests/__init__.py",
+    "tests_conftest.py": "tests/conftest.py",
+}
+PROJECT_FILES_DIR = Path(__file__).with_name("project_files")
 TAG = re.compile(r"^v(?P<version>.+)\.post(?P<count>\d+)\+g(?P<sha>[0-9a-f]{12})$")
 
 
@@ -86,32 +89,13 @@ def _clear_outputs(content: bytes) -> bytes:
     return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode()
 
 
-def _guards(path: str, pkg: str) -> list[Guard]:
-    out = []
-    for part in all_parts():
-        for rule in part.lines:
-            if matches(rule.file, path, pkg):
-                regex = re.compile(rule.regex, re.M)
-                out.append(Guard(kept(part), regex, rule.count, rule.alternative))
-    return out
-
-
-def _with_origin(readme: str) -> str:
-    """README template with the origin note after its first line (the title); a note there
-    already (the template is itself a generated project) is replaced."""
-    title, _, rest = readme.partition("\n")
-    lines = rest.split("\n")
-    if len(lines) > 1 and lines[1].startswith(ORIGIN_START):
-        end = lines.index("", 1)
-        rest = "\n".join(lines[end:])
-    return f"{title}\n{README_ORIGIN}{rest}"
-
-
 def render_files(files: dict[str, tuple[bytes, int]], pkg: str) -> dict[str, tuple[bytes, int]]:
-    """Template path -> (content, mode) for the view's `template/` directory."""
+    """Template path -> (content, mode) for the view's `template/` directory: the example
+    project's files with `pkg` (the example package) turned into `{{ name }}`, and the
+    skeleton files."""
     out: dict[str, tuple[bytes, int]] = {}
     for path, (content, mode) in sorted(files.items()):
-        if any(matches(g, path, pkg) for g in SKIPPED):
+        if not is_project_file(path):
             continue
         if path.startswith("notebooks/") and path.endswith(".ipynb"):
             content = _clear_outputs(content)
@@ -121,14 +105,13 @@ def render_files(files: dict[str, tuple[bytes, int]], pkg: str) -> dict[str, tup
         except UnicodeDecodeError:
             out[target] = (content, mode)
             continue
-        guards = _guards(path, pkg)
-        if path == "README.md":
-            text = to_template(text, pkg, guards)
-            out["README.md.jinja"] = (_with_origin(text).encode(), mode)
-        elif mentions(text, pkg) or guards or path.endswith(".jinja"):
-            out[target + ".jinja"] = (to_template(text, pkg, guards).encode(), mode)
+        if mentions(text, pkg) or path.endswith(".jinja") or "{{" in text or "{%" in text:
+            out[target + ".jinja"] = (to_template(text, pkg).encode(), mode)
         else:
             out[target] = (content, mode)
+    for name, target in SKELETONS.items():
+        source = PROJECT_FILES_DIR / name
+        out[target] = (source.read_bytes(), source.stat().st_mode)
     return out
 
 
@@ -151,9 +134,9 @@ def build(source: Path, ref: str = "HEAD", view: Path | None = None) -> View:
     sha = gitio.rev(source, ref)
     files = gitio.tree_files(source, sha)
     project = _project(files)
-    pkg = project["name"]
+    library, pkg = project["name"], EXAMPLE_PACKAGE
     tag = tag_for(project.get("version", "0.0.0"), gitio.commit_count(source, sha), sha)
-    view = view or view_path(source, pkg)
+    view = view or view_path(source, library)
     entries = [e for e in view.iterdir() if e.name != ".git"] if view.is_dir() else []
     if entries and not (view / "copier.yml").is_file():
         raise ScaffoldError(f"{view} is not a template view (no copier.yml); not touching it")
@@ -162,7 +145,11 @@ def build(source: Path, ref: str = "HEAD", view: Path | None = None) -> View:
         return View(view, tag, sha)
     for entry in entries:
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    pinned = pin.pin_for(source, sha, tag[1:], files)
     rendered = render_files(files, pkg)
+    if pinned.wheel is not None:
+        wheel_name, wheel = pinned.wheel
+        rendered[f"vendor/{wheel_name}"] = (wheel, 0o644)
     for rel, (content, mode) in rendered.items():
         target = view / SUBDIR / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +157,7 @@ def build(source: Path, ref: str = "HEAD", view: Path | None = None) -> View:
         target.chmod(mode & 0o777 | 0o600)
     answers = view / SUBDIR / "{{ _copier_conf.answers_file }}.jinja"
     answers.write_text(ANSWERS_TEMPLATE)
-    config = copier_config(str(source), sorted(files), pkg, lambda p: path_template(p, pkg))
+    config = copier_config(str(source), lambda p: path_template(p, pkg), pinned)
     (view / "copier.yml").write_text(config)
     date = str(gitio.git("show", "-s", "--format=%cI", sha, cwd=source)).strip()
     gitio.commit_all(view, f"template view of {source} at {sha}", date=date)

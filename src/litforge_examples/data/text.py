@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
-from litforge.data.loaders import SplitDataModule, at_least
-from litforge.errors import ConfigError
+from litforge import ConfigError, SplitDataModule, at_least
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from litforge.data.digits import DigitsDataModule
+from litforge_examples.data.digits import DigitsDataModule
 
 
 def _split(**kwargs) -> DigitsDataModule:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from litforge.data.text import (
+from litforge_examples.data.text import (
     VOCAB_SIZE,
     CharWindows,
     TextDataModule,

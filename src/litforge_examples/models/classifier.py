@@ -1,5 +1,5 @@
 """Image classification: cross-entropy loss and accuracy around a net that maps images to
-class logits (conf/model/cnn.yaml: `litforge.nets.cnn.CNN`)."""
+class logits (conf/model/cnn.yaml: `litforge_examples.nets.cnn.CNN`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
-from litforge.models.base import LitforgeModule, OptimizerFactory, SchedulerFactory
+from litforge import LitforgeModule, OptimizerFactory, SchedulerFactory
 
 
 class Classifier(LitforgeModule):

@@ -6,8 +6,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from litforge.data.loaders import SplitDataModule, at_least
-from litforge.errors import ConfigError
+from litforge import ConfigError, SplitDataModule, at_least
 
 N_IMAGES = 1797  # len(sklearn.datasets.load_digits().target)
 

@@ -1,5 +1,5 @@
 """Next-token prediction around a net that maps token ids to logits (conf/model/gpt.yaml:
-`litforge.nets.gpt.GPT`); the loss is in nats per token."""
+`litforge_examples.nets.gpt.GPT`); the loss is in nats per token."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from litforge.models.base import LitforgeModule, OptimizerFactory, SchedulerFactory
-from litforge.nets.gpt import Block
+from litforge import LitforgeModule, OptimizerFactory, SchedulerFactory
+from litforge_examples.nets.gpt import Block
 
 
 class LanguageModel(LitforgeModule):
@@ -17,7 +17,7 @@ class LanguageModel(LitforgeModule):
 
     gradient_checkpointing: recompute each transformer block in the backward pass,
     trading about one extra forward for activation memory (the net must have a
-    `gradient_checkpointing` attribute, as `litforge.nets.gpt.GPT` does).
+    `gradient_checkpointing` attribute, as `litforge_examples.nets.gpt.GPT` does).
     """
 
     consumes = "token windows"  # checked against the DataModule's `provides` before building

@@ -1,6 +1,6 @@
 import torch
 
-from litforge.nets.cnn import CNN
+from litforge_examples.nets.cnn import CNN
 
 
 def test_cnn_maps_digits_to_logits():

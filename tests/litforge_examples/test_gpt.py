@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from litforge.nets.gpt import GPT
+from litforge_examples.nets.gpt import GPT
 
 CFG = dict(vocab_size=128, block_size=32, n_layer=3, n_head=2, n_embd=32, dropout=0.1)
 

@@ -1,0 +1,3 @@
+"""LightningDataModules, one per file. Every dataset ships with an installed package
+(scikit-learn's digits, the standard library's text).
+"""
