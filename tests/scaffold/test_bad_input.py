@@ -54,9 +54,10 @@ def test_non_empty_dest_needs_force(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
-def test_unknown_part_lists_the_valid_ones(tmp_path):
+def test_unknown_extra_lists_the_valid_ones(tmp_path):
     with pytest.raises(
-        ScaffoldError, match=r"--without gpu: not an optional part.*wandb.*s3.*sweeps"
+        ScaffoldError,
+        match=r"--without gpu: not an extra a project can leave out.*sweeps.*wandb.*s3",
     ):
         new_project("fresh_exp", tmp_path / "d", source=ROOT, without="wandb,gpu")
     assert not (tmp_path / "d").exists()

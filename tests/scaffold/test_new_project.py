@@ -1,86 +1,92 @@
-"""One generated project (fast tier): renamed everywhere, only tracked files, a fresh git
-repository with its template record; it trains, and takes a new experiment that trains."""
+"""A new project is the example project only, renamed, with litforge pinned: no copy of the
+library's infrastructure, its own tests passing against the installed litforge."""
 
 from __future__ import annotations
 
-import json
 import re
+import zipfile
 
-import pytest
-import yaml
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
-from tests.helpers import ROOT
-from tests.scaffold.conftest import NAME, SOURCE, git, run_in
-
-TRACE = re.compile(SOURCE, re.IGNORECASE)
-PLUGIN = ROOT / "src" / "hydra_plugins" / f"{SOURCE}_optuna"  # absent from a --without sweeps copy
-
-
-def test_no_trace_of_the_template_name_outside_the_answers_file(generated):
-    files = git("ls-files", cwd=generated).split("\n")
-    assert f"src/{NAME}/training.py" in files
-    if PLUGIN.is_dir():
-        assert f"src/hydra_plugins/{NAME}_optuna/__init__.py" in files
-    for rel in filter(None, files):
-        assert not TRACE.search(rel), rel
-        if rel != ".copier-answers.yml":
-            text = (generated / rel).read_bytes().decode(errors="replace")
-            assert not TRACE.search(text), f"{rel}: {TRACE.search(text)}"
-    pyproject = (generated / "pyproject.toml").read_text()
-    assert f'name = "{NAME}"' in pyproject
+from litforge.scaffold.parts import EXAMPLE_PACKAGE
+from litforge.scaffold.project import new_project
+from tests.scaffold.conftest import NAME, git, run_in
 
 
-def test_fresh_repository_of_tracked_files_with_its_template_record(generated, template_src):
-    assert git("log", "--format=%s", cwd=generated).strip().startswith(f"New project {NAME}")
-    assert git("status", "--porcelain", cwd=generated) == ""
-    present = {p.name for p in generated.rglob("*")}
-    assert not present & {".venv", "outputs", "multirun", "__pycache__", "latest.json", "latest.md"}
-    answers = yaml.safe_load((generated / ".copier-answers.yml").read_text())
-    assert answers["name"] == NAME and answers["source"] == str(template_src)
-    assert re.fullmatch(r"v[\d.]+\.post\d+\+g[0-9a-f]{12}", answers["_commit"])
-    readme = (generated / "README.md").read_text()
-    assert readme.startswith(f"# {NAME}\n") and answers["_commit"] in readme[:1000]
-    assert "make update-template" in readme[:1000]
-    for notebook in generated.glob("notebooks/*.ipynb"):
-        assert all(not c.get("outputs") for c in json.loads(notebook.read_text())["cells"])
+def _files(project) -> list[str]:
+    return [f for f in git("ls-files", cwd=project).split("\n") if f]
 
 
-def test_generated_project_trains_and_takes_a_new_experiment(generated, tmp_path):
-    result = run_in(generated, "train.py", "debug=fdr", f"hydra.run.dir={tmp_path / 'run'}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"[{NAME}]" in result.stdout + result.stderr  # its own package ran, not the template's
-    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 1
-
-    # The project's own (renamed) scaffold adds the experiment; a copy keeps `generated` clean.
-    project = tmp_path / "copy"
-    git("clone", "-q", str(generated), str(project), cwd=tmp_path)
-    made = run_in(project, "-m", f"{NAME}.scaffold", "experiment", "foo", "--model", "--data")
-    assert made.returncode == 0, made.stderr[-3000:]
-    for rel in ("conf/experiment/foo.yaml", "conf/model/foo.yaml", "conf/data/foo.yaml",
-                f"src/{NAME}/models/foo.py", f"src/{NAME}/data/foo.py", "tests/test_foo.py"):  # fmt: skip
-        assert (project / rel).is_file(), rel
-    again = run_in(project, "-m", f"{NAME}.scaffold", "experiment", "foo")
-    assert again.returncode == 2 and "already exist" in again.stderr
-    run = run_in(
-        project, "train.py", "experiment=foo", "debug=fdr", f"hydra.run.dir={tmp_path / 'foo'}"
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads((tmp_path / "foo" / "metrics.json").read_text())["global_step"] == 1
+def _requirement(project) -> str:
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    (litforge,) = [d for d in pyproject["project"]["dependencies"] if d.startswith("litforge")]
+    return litforge
 
 
-def test_both_optuna_plugins_coexist(generated):
-    """The installed template's hydra_plugins/<template>_optuna and the project's own are both
-    found in the hydra_plugins namespace package (the slow tier runs the project's sweeps)."""
-    if not PLUGIN.is_dir():
-        pytest.skip("this template has no Optuna plugin (made --without sweeps)")
-    code = (
-        "import importlib.util as u\n"
-        f"print(u.find_spec('hydra_plugins.{NAME}_optuna').origin)\n"
-        f"print(u.find_spec('hydra_plugins.{SOURCE}_optuna') is not None)"
-    )
-    result = run_in(generated, "-c", code)
-    assert result.returncode == 0, result.stderr[-3000:]
-    origin, installed = result.stdout.split()
-    assert origin.startswith(str(generated / "src")) and installed == "True"
-    sweeper = (generated / "src" / NAME / "conf" / "hydra" / "sweeper" / "optuna.yaml").read_text()
-    assert f"_target_: hydra_plugins.{NAME}_optuna.optuna_sweeper.OptunaSweeper" in sweeper
+def test_a_project_holds_its_own_code_and_no_copy_of_the_library(generated):
+    files = _files(generated)
+    assert not [f for f in files if f.startswith(("src/litforge", "benchmarks/", "tests/scaffold"))]
+    assert {"train.py", "eval.py", "Makefile", "pyproject.toml", "README.md", ".ci/run",
+            "conf/train.yaml", f"src/{NAME}/models/classifier.py", f"src/{NAME}/nets/gpt.py",
+            f"tests/{NAME}/test_smoke.py", "tests/conftest.py"} <= set(files)  # fmt: skip
+    python = sum(len((generated / f).read_text().splitlines()) for f in files if f.endswith(".py"))
+    assert python <= 1000, python
+    # Litforge's own groups come from the installed library, not from copies.
+    assert not [f for f in files if f.startswith(("conf/trainer/", "conf/callbacks/"))]
+
+
+def test_the_example_package_name_is_gone_and_litforge_stays(generated):
+    for rel in _files(generated):
+        if rel.endswith((".py", ".yaml", ".md", ".toml", "Makefile")):
+            text = (generated / rel).read_text()
+            assert EXAMPLE_PACKAGE not in text, rel
+    assert "_target_: my_exp.nets.cnn.CNN" in (generated / "conf/model/cnn.yaml").read_text()
+    assert "from litforge import" in (generated / f"src/{NAME}/models/classifier.py").read_text()
+
+
+def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
+    requirement = _requirement(generated)
+    found = re.fullmatch(r"litforge\[([\w,]+)\]==(\S+)", requirement)
+    assert found, requirement
+    assert set(found[1].split(",")) == {"sweeps", "slurm", "wandb", "tensorboard", "mlflow",
+                                        "s3", "scaffold"}  # fmt: skip
+    (wheel,) = (generated / "vendor").glob("*.whl")
+    assert wheel.name.startswith(f"litforge-{found[2]}-")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "litforge/conf/litforge/train.yaml" in names
+    assert not [n for n in names if n.startswith(EXAMPLE_PACKAGE)]
+
+
+def test_with_a_remote_the_project_pins_its_commit(tmp_path, template_src):
+    bare = tmp_path / "remote.git"
+    git("clone", "-q", "--bare", str(template_src), str(bare), cwd=tmp_path)
+    git("remote", "add", "origin", f"file://{bare}", cwd=template_src)
+    try:
+        project = new_project("pinned_exp", tmp_path / "pinned_exp", source=template_src)
+    finally:
+        git("remote", "remove", "origin", cwd=template_src)
+    sha = git("rev-parse", "HEAD", cwd=template_src).strip()
+    assert _requirement(project).endswith(f"@ git+file://{bare}@{sha}")
+    assert not (project / "vendor").exists()
+
+
+def test_minimal_and_without_choose_examples_and_extras(tmp_path, template_src):
+    project = new_project(
+        "lean_exp", tmp_path / "lean_exp", source=template_src, minimal=True,
+        without="wandb,sweeps,s3",
+    )  # fmt: skip
+    files = _files(project)
+    for gone in ("nets/gpt.py", "data/text.py", "conf/model/gpt.yaml", "conf/hparams_search/",
+                 "conf/wandb_sweep.yaml", "test_gpt.py"):  # fmt: skip
+        assert not [f for f in files if gone in f], gone
+    extras = re.fullmatch(r"litforge\[([\w,]+)\]==\S+", _requirement(project))[1].split(",")
+    assert set(extras) == {"slurm", "tensorboard", "mlflow", "scaffold"}
+
+
+def test_the_projects_own_tests_pass_against_the_installed_litforge(generated):
+    result = run_in(generated, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert re.search(r"\d+ passed", result.stdout)
