@@ -63,11 +63,12 @@ def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
 def test_with_a_remote_the_project_pins_its_commit(tmp_path, template_src):
     bare = tmp_path / "remote.git"
     git("clone", "-q", "--bare", str(template_src), str(bare), cwd=tmp_path)
-    git("remote", "add", "origin", f"file://{bare}", cwd=template_src)
+    old_origin = git("remote", "get-url", "origin", cwd=template_src).strip()
+    git("remote", "set-url", "origin", f"file://{bare}", cwd=template_src)
     try:
         project = new_project("pinned_exp", tmp_path / "pinned_exp", source=template_src)
     finally:
-        git("remote", "remove", "origin", cwd=template_src)
+        git("remote", "set-url", "origin", old_origin, cwd=template_src)
     sha = git("rev-parse", "HEAD", cwd=template_src).strip()
     assert _requirement(project).endswith(f"@ git+file://{bare}@{sha}")
     assert not (project / "vendor").exists()

@@ -69,14 +69,15 @@ def _importable(clone: Path, module: str) -> bool:
 def test_from_the_remote_pin_without_wandb_mlflow_s3(tmp_path, template_src):
     bare = tmp_path / "remote.git"  # stands in for the template's remote
     git("clone", "-q", "--bare", str(template_src), str(bare), cwd=tmp_path)
-    git("remote", "add", "origin", f"file://{bare}", cwd=template_src)
+    old_origin = git("remote", "get-url", "origin", cwd=template_src).strip()
+    git("remote", "set-url", "origin", f"file://{bare}", cwd=template_src)
     try:
         project = new_project(
             "remote_exp", tmp_path / "remote_exp", source=template_src,
             without="wandb,mlflow,s3,sweeps",
         )  # fmt: skip
     finally:
-        git("remote", "remove", "origin", cwd=template_src)
+        git("remote", "set-url", "origin", old_origin, cwd=template_src)
     assert not (project / "vendor").exists()
     with out_of_reach(template_src):
         clone = _clone_installs_trains_and_tests(project, tmp_path)
