@@ -56,7 +56,9 @@ def cache_root() -> Path:
 
 
 def view_path(source: Path, name: str) -> Path:
-    digest = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
+    """One view per template checkout and remote (the remote decides how litforge is pinned)."""
+    key = f"{source.resolve()}\n{pin.remote_url(source) or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root() / name / "template-view" / digest
 
 
