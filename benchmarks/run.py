@@ -3,7 +3,7 @@
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
                                              # checkpoint sweep loggers numerics distributed
-python -m benchmarks.run --update-readme     # also paste the table into README.md
+python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
 """
 
 from __future__ import annotations
@@ -107,10 +107,10 @@ def markdown(figures: dict[str, Figure], info: dict[str, Any]) -> str:
 
 
 def update_readme(table: str) -> None:
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "performance.md"
     text = readme.read_text()
     if README_START not in text:
-        sys.exit(f"README.md has no {README_START} ... {README_END} block")
+        sys.exit(f"docs/performance.md has no {README_START} ... {README_END} block")
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
     readme.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")

@@ -70,7 +70,7 @@ def test_with_a_remote_the_project_pins_its_commit(tmp_path, template_src):
     finally:
         git("remote", "set-url", "origin", old_origin, cwd=template_src)
     sha = git("rev-parse", "HEAD", cwd=template_src).strip()
-    assert _requirement(project).endswith(f"@ git+file://{bare}@{sha}")
+    assert _requirement(project).endswith(f"@ git+file://localhost{bare}@{sha}")
     assert not (project / "vendor").exists()
 
 

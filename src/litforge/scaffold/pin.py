@@ -34,6 +34,15 @@ def remote_url(source: Path) -> str | None:
     return url if url and _URL.match(url) else None
 
 
+def pip_url(url: str) -> str:
+    """`url` as pip's requirement parser takes it after `git+`: an scp-like remote as
+    ssh://, and file:///path with a host (pip 23's parser refuses an empty one)."""
+    if url.startswith("file:///"):
+        return "file://localhost/" + url[len("file:///") :]
+    scp = re.match(r"^([\w.-]+@[\w.-]+):(?!//)(.*)$", url)
+    return f"ssh://{scp[1]}/{scp[2]}" if scp else url
+
+
 def build_wheel(files: dict[str, tuple[bytes, int]], version: str) -> tuple[str, bytes]:
     """litforge's wheel from the template commit's files, stamped with `version`."""
     with tempfile.TemporaryDirectory(prefix="litforge-wheel-") as tmp:

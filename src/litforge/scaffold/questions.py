@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from litforge.scaffold.parts import ALWAYS, EXTRAS, GPT_FILES, Extra
+from litforge.scaffold.pin import pip_url
 
 ANSWERS_FILE = ".copier-answers.yml"
 SUBDIR = "template"
@@ -37,7 +38,7 @@ def copier_config(source: str, template_path: Any, pin: Any) -> str:
         + " if e not in without.split(',') %}{{ e }},{% endfor %}"
     )
     requirement = (
-        f"litforge[{{{{ extras }}}}] @ git+{pin.git_url}@{pin.sha}"
+        f"litforge[{{{{ extras }}}}] @ git+{pip_url(pin.git_url)}@{pin.sha}"
         if pin.git_url
         else f"litforge[{{{{ extras }}}}]=={pin.version}"
     )
