@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install train test test-slow test-all lint format bench compare-precision clean \
-	new-project new-experiment update-template
+	new-project new-experiment
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,7 +50,7 @@ bench: $(STAMP)
 compare-precision: $(STAMP)
 	$(BIN)/python train.py experiment=precision_ab $(ARGS)
 
-# A standalone copy of this project under a new name, in a fresh git repository:
+# A project of your own: the example project renamed, litforge pinned (docs/new-project.md):
 #   make new-project NAME=my_exp DEST=../my_exp [ARGS="--minimal --without wandb,s3"]
 new-project: $(STAMP)
 	$(BIN)/python -m litforge.scaffold new-project $(NAME) $(DEST) $(ARGS)
@@ -58,10 +58,6 @@ new-project: $(STAMP)
 # conf/experiment/NAME.yaml (ARGS="--model --data": skeletons, their configs and a test).
 new-experiment: $(STAMP)
 	$(BIN)/python -m litforge.scaffold experiment $(NAME) $(ARGS)
-
-# In a generated project: take in template changes since it was made (commit first).
-update-template: $(STAMP)
-	$(BIN)/python -m litforge.scaffold update $(if $(TEMPLATE),--template $(TEMPLATE)) $(ARGS)
 
 clean:
 	rm -rf outputs multirun .pytest_cache .ruff_cache

@@ -42,6 +42,7 @@ def test_a_wheel_installs_and_trains_without_the_source_tree(tmp_path):
     assert "litforge/conf/trainer/fsdp.yaml" in names
     assert "hydra_plugins/litforge_conf/searchpath.py" in names
     assert not [n for n in names if n.startswith("litforge_examples/")]  # the project's, not ours
+    assert "litforge/scaffold/project_files/Makefile.jinja" in names  # what new-project adds
 
     fresh = tmp_path / "fresh"
     venv.create(fresh, with_pip=False)

@@ -4,6 +4,7 @@ library's infrastructure, its own tests passing against the installed litforge."
 from __future__ import annotations
 
 import re
+import shutil
 import zipfile
 
 try:
@@ -91,3 +92,14 @@ def test_the_projects_own_tests_pass_against_the_installed_litforge(generated):
     result = run_in(generated, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert re.search(r"\d+ passed", result.stdout)
+
+
+def test_a_new_experiment_in_a_project_trains_at_once(tmp_path, generated):
+    project = tmp_path / "copy"
+    shutil.copytree(generated, project, ignore=shutil.ignore_patterns(".git", "vendor"))
+    made = run_in(project, "-m", "litforge.scaffold", "experiment", "foo", "--model", "--data",
+                  "--project", str(project))  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert (project / "src" / NAME / "models" / "foo.py").is_file()
+    result = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_foo.py")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
