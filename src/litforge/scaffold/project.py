@@ -1,5 +1,6 @@
-"""`new-project`: a standalone copy of the template under a new name, in a fresh git
-repository; `update`: take in later template changes (copier's three-way merge)."""
+"""`new-project`: the template's example project under a new name, litforge pinned, in a
+fresh git repository; `update`: move the pin and take in the template's changes to the
+project's skeleton files (copier's three-way merge)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,17 @@ from litforge.scaffold.questions import ANSWERS_FILE
 
 
 def template_root() -> Path:
-    """The repository this package was installed from (src/<name>/scaffold/ -> root)."""
+    """The repository this package was installed from (src/litforge/scaffold/ -> root)."""
     return Path(__file__).resolve().parents[3]
 
 
 def default_template() -> Path:
-    """Where a generated project came from (its answers file), else this repository."""
-    root = template_root()
-    if (root / ANSWERS_FILE).is_file():
-        return Path(read_answers(root).get("source") or root)
-    return root
+    """Where the project in the working directory came from (its answers file), else the
+    repository litforge was installed from."""
+    here = Path.cwd()
+    if (here / ANSWERS_FILE).is_file():
+        return Path(read_answers(here).get("source") or here)
+    return template_root()
 
 
 def _say(message: str) -> None:
@@ -139,18 +141,17 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         return new.tag
     data = {"source": str(source)} if template is not None else {}
     copier = _copier()
-    with copier.Worker(
-        src_path=str(new.path) if new.path != old_view else None,
+    copier.run_update(
         dst_path=project,
         data=data,
+        src_path=str(new.path) if new.path != old_view else None,
         vcs_ref=new.tag,
         defaults=True,
         overwrite=True,
         unsafe=True,
         quiet=True,
         conflict=conflict,
-    ) as worker:
-        worker.run_update()
+    )
     _say(
         f"updated {project} from {old_tag} to {new.tag}; review with `git diff`, resolve any "
         "conflict markers, then commit"
