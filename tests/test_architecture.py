@@ -71,6 +71,8 @@ def _imports() -> list[tuple[str, str, str]]:
     """(importing file, its unit, imported unit) for every litforge import in the package."""
     found = []
     for path in sorted(SRC.rglob("*.py")):
+        if "project_files" in path.parts:  # what new-project writes into a project, not ours
+            continue
         rel = path.relative_to(SRC.parent).with_suffix("")
         unit = _unit(".".join(rel.parts).removesuffix(".__init__"))
         for node in ast.walk(ast.parse(path.read_text())):
@@ -82,7 +84,9 @@ def _imports() -> list[tuple[str, str, str]]:
                     names = [node.module]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names if a.name.startswith("litforge.")]
-            found += [(str(rel), unit, _unit(n)) for n in names if _unit(n) != unit]
+            # `from litforge import NAME` of a public name (not a module): the package's API
+            units = [_unit(n) if _unit(n) in LAYER_OF else "__init__" for n in names]
+            found += [(str(rel), unit, u) for u in units if u != unit]
     return found
 
 

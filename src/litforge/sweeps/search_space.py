@@ -9,12 +9,15 @@ lightning-hydra-template users know:
     model.net.n_layer: range(1, 4)                       -> IntDistribution(1, 3)
     model.optimizer.lr=1e-3,3e-3 (command line)          -> CategoricalDistribution
 
-A plain value is a fixed override every trial gets.
+A plain value is a fixed override every trial gets; on the command line it also takes its
+key out of the search (`model.net.hidden=64` pins what `params` would search), as
+hydra-optuna-sweeper does.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +36,7 @@ from optuna.distributions import (
 
 from litforge.errors import ConfigError
 
+log = logging.getLogger("litforge")
 PARAMS_KEY = "hydra.sweeper.params"
 _ABSENT = object()
 
@@ -44,10 +48,14 @@ class SearchSpace:
     distributions: dict[str, BaseDistribution] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # name -> override key (`+name` adds)
     fixed: list[str] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)  # searched in params, fixed on the command line
 
     def overrides(self, params: Mapping[str, Any]) -> list[str]:
-        """The command-line overrides of one trial with these sampled values."""
-        sampled = [f"{self.keys[name]}={override_value(value)}" for name, value in params.items()]
+        """The command-line overrides of one trial with these sampled values (a parameter
+        a custom_search_space function suggested is its own key)."""
+        sampled = [
+            f"{self.keys.get(name, name)}={override_value(value)}" for name, value in params.items()
+        ]
         return [*self.fixed, *sampled]
 
     def grid(self) -> dict[str, list[Any]]:
@@ -71,12 +79,13 @@ def parse(
 ) -> SearchSpace:
     """The search space of `params` (hydra.sweeper.params) plus the command-line arguments,
     every parameter checked against the composed `config`."""
-    # (where a mistake is reported, the override line): config entries by their key
-    lines = [(f"{PARAMS_KEY}.{k}: {v!r}", f"{k}={v}") for k, v in (params or {}).items()]
-    lines += [(line, line) for line in arguments]
+    # (where a mistake is reported, the override line, from the command line): config
+    # entries by their key
+    lines = [(f"{PARAMS_KEY}.{k}: {v!r}", f"{k}={v}", False) for k, v in (params or {}).items()]
+    lines += [(line, line, True) for line in arguments]
     parser = OverridesParser.create()
     space = SearchSpace()
-    for where, line in lines:
+    for where, line, given in lines:
         try:
             (override,) = parser.parse_overrides([line])
         except HydraException as err:
@@ -85,6 +94,9 @@ def parse(
         name = override.key_or_group
         if not override.is_sweep_override():
             space.fixed.append(line)
+            if given and space.distributions.pop(name, None) is not None:
+                space.keys.pop(name, None)
+                space.pinned.append(name)
             continue
         if not override.is_add() and not override.is_force_add():
             _check_known(name, where, config)
@@ -102,17 +114,25 @@ def parse(
 def distribution(override: Override, where: str) -> BaseDistribution:
     """The Optuna distribution of one sweep override."""
     sweep = override.value()
+    if isinstance(sweep, ChoiceSweep | RangeSweep):
+        sweep.shuffle = False  # shuffle(...) means nothing to a sampler: the space as written
     try:
         if isinstance(sweep, IntervalSweep):
-            log = "log" in sweep.tags
+            is_log = "log" in sweep.tags
             if isinstance(sweep.start, int) and isinstance(sweep.end, int):
-                return IntDistribution(sweep.start, sweep.end, log=log)
-            return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
+                return IntDistribution(sweep.start, sweep.end, log=is_log)
+            return FloatDistribution(float(sweep.start), float(sweep.end), log=is_log)
         if isinstance(sweep, RangeSweep):
             values = list(override.sweep_iterator())
             if not values:
                 raise ValueError("the range is empty")
             if all(isinstance(v, int) for v in values) and len(values) > 1:
+                values = sorted(values)  # range(5, 1, -1) searches the same set as range(2, 6)
+                log.warning(
+                    "%s: range(...) searches %s..%s: Hydra's range leaves out its stop, "
+                    "hydra-optuna-sweeper's included it (a config ported from it searched %s..%s)",
+                    where, values[0], values[-1], values[0], values[-1] + (values[1] - values[0]),
+                )  # fmt: skip
                 return IntDistribution(values[0], values[-1], step=values[1] - values[0])
             return CategoricalDistribution(values)
         if isinstance(sweep, ChoiceSweep):
@@ -127,6 +147,17 @@ def distribution(override: Override, where: str) -> BaseDistribution:
         f"{where}: not a distribution: use interval(a, b), "
         "tag(log, interval(a, b)), int(interval(a, b)), choice(...) or range(...)"
     )
+
+
+def say_pinned(space: SearchSpace, study: Any) -> None:
+    """One line per key the command line pinned that the stored study searched."""
+    searched = {name for t in study.get_trials(deepcopy=False) for name in t.distributions}
+    for name in space.pinned:
+        if name in searched:
+            log.warning(
+                "%s is fixed on the command line: it leaves the search of study %s (its "
+                "earlier trials sampled it)", name, study.study_name,
+            )  # fmt: skip
 
 
 def override_value(value: Any) -> str:

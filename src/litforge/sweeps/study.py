@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from litforge.checkpointing.lock import holder_alive
 from litforge.errors import ConfigError, redact_url
+from litforge.sweeps.samplers import direction_for, pruner_for
 
 log = logging.getLogger("litforge")
 
@@ -42,20 +43,6 @@ STOPPED = "litforge:stopped"  # set by the run: "pruned" or "not finite", with t
 RUN_DIR = "litforge:run_dir"
 BEST_CHECKPOINT = "litforge:best_checkpoint"
 ERROR = "litforge:error"
-
-SAMPLERS = {
-    "tpe": optuna.samplers.TPESampler,
-    "random": optuna.samplers.RandomSampler,
-    "cmaes": optuna.samplers.CmaEsSampler,
-    "grid": optuna.samplers.GridSampler,
-}
-PRUNERS = {
-    "median": optuna.pruners.MedianPruner,
-    "halving": optuna.pruners.SuccessiveHalvingPruner,
-    "hyperband": optuna.pruners.HyperbandPruner,
-    "none": optuna.pruners.NopPruner,
-}
-DIRECTIONS = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
 
 
 def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> BaseStorage:
@@ -89,66 +76,18 @@ def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> Base
     raise AssertionError("unreachable")
 
 
-def sampler_for(
-    settings: Mapping[str, Any], grid: Any, seed: int | None
-) -> optuna.samplers.BaseSampler:
-    """hydra.sweeper.sampler (a name) with hydra.sweeper.sampler_options."""
-    name = str(settings.get("sampler", "tpe"))
-    options = dict(settings.get("sampler_options") or {})
-    cls = _named(SAMPLERS, name, "hydra.sweeper.sampler")
-    if name == "grid":
-        options.setdefault("search_space", grid())
-    options.setdefault("seed", seed)
-    return _construct(cls, options, "hydra.sweeper.sampler_options")
-
-
-def pruner_for(settings: Mapping[str, Any]) -> optuna.pruners.BasePruner:
-    """hydra.sweeper.pruner (a name) with hydra.sweeper.pruner_options."""
-    name = str(settings.get("pruner", "none"))
-    cls = _named(PRUNERS, name, "hydra.sweeper.pruner")
-    if name == "none":  # `pruner=none` on the command line keeps a config's options moot
-        return cls()
-    return _construct(
-        cls, dict(settings.get("pruner_options") or {}), "hydra.sweeper.pruner_options"
-    )
-
-
-def direction_for(settings: Mapping[str, Any]) -> str:
-    return DIRECTIONS[
-        str(_named(DIRECTIONS, str(settings.get("direction")), "hydra.sweeper.direction"))
-    ]
-
-
-def open_study(
-    settings: Mapping[str, Any],
-    sweep_dir: Path,
-    sampler: optuna.samplers.BaseSampler | None = None,
-) -> optuna.Study:
+def open_study(settings: Mapping[str, Any], sweep_dir: Path, study_name: str) -> optuna.Study:
     """Create the study, or load it when it exists (another worker's, or an earlier run's)."""
     # Optuna's INFO lines ("Using an existing study", "Trial 3 finished") repeat what the
     # sweep prints itself; its warnings stay.
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.create_study(
         storage=storage_for(settings.get("storage"), sweep_dir),
-        study_name=str(settings.get("study_name")),
-        sampler=sampler,
+        study_name=study_name,
         pruner=pruner_for(settings),
         direction=direction_for(settings),
         load_if_exists=True,
     )
-
-
-def _named(table: Mapping[str, Any], name: str, key: str) -> Any:
-    if name not in table:
-        raise ConfigError(f"{key}={name} is not one of: {', '.join(table)}")
-    return table[name]
-
-
-def _construct(cls: type, options: dict[str, Any], key: str) -> Any:
-    try:
-        return cls(**options)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{key}: {cls.__name__} refused {options}: {err}") from None
 
 
 # ---- leases and the trials that count -------------------------------------------------

@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.exits import report_user_errors
-from litforge.sweeps import report, search_space
+from litforge.sweeps import report, samplers, search_space, settings
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
 
@@ -49,18 +49,17 @@ class Sweep:
     def run(self, arguments: list[str]) -> list[JobReturn]:
         sweep_dir = Path(self.config.hydra.sweep.dir)
         with report_user_errors():
+            settings.check_keys(self.settings)
             space = search_space.parse(self.settings.get("params"), arguments, self.config)
             n_trials, n_jobs = self._positive("n_trials"), self._positive("n_jobs")
+            self.max_failure_rate = settings.failure_rate_limit(self.settings)
+            self.extend = settings.search_space_extender(self.settings)
             sweep_dir.mkdir(parents=True, exist_ok=True)
-            study = studies.open_study(self.settings, sweep_dir)
-            seed = self.settings.get("seed")
-            # A rerun continues with different draws than the first process made.
-            offset = len(study.get_trials(deepcopy=False))
-            study.sampler = studies.sampler_for(
-                self.settings, space.grid, None if seed is None else int(seed) + offset
-            )
+            study = studies.open_study(self.settings, sweep_dir, self._study_name())
+            self.sampler_for = samplers.sampler_factory(self.settings, space.grid, study.study_name)
             if self.settings.get("sampler") == "grid":
                 n_trials = min(n_trials, math.prod(len(v) for v in space.grid().values()))
+            search_space.say_pinned(space, study)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         log.info("study %s in %s: %d trials", study.study_name, sweep_dir, n_trials)
 
@@ -87,13 +86,24 @@ class Sweep:
         best = report.write(study, sweep_dir)
         print(report.table(study), flush=True)
         if best is not None:
-            print(f"best: trial {best.number} {self.config.optimized_metric}={best.value:.6g} "
+            metric = self.config.get("optimized_metric") or "value"
+            print(f"best: trial {best.number} {metric}={best.value:.6g} "
                   f"{best.params} -> {sweep_dir / 'best.yaml'}", flush=True)  # fmt: skip
         if self.stopped_by is not None:
             number, err = self.stopped_by
             print(f"error: trial {number}: {err}", file=sys.stderr, flush=True)
             sys.exit(err.exit_code)
+        if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+            print(f"error: no trial of study {study.study_name} finished (see "
+                  f"{sweep_dir / 'trials.csv'})", file=sys.stderr, flush=True)  # fmt: skip
+            sys.exit(1)
         return returns
+
+    def _study_name(self) -> str:
+        """hydra.sweeper.study_name; null (lightning-hydra-template's configs): the job name,
+        so a rerun finds the same study."""
+        name = self.settings.get("study_name")
+        return str(name) if name is not None else str(self.config.hydra.job.name)
 
     def _positive(self, key: str) -> int:
         value = self.settings.get(key)
@@ -113,7 +123,10 @@ class Sweep:
         worker asked at the same moment) is set aside as surplus."""
         batch = []
         for _ in range(count):
+            study.sampler = self.sampler_for(len(study.get_trials(deepcopy=False)))
             trial = study.ask(space.distributions)
+            if self.extend is not None:
+                self.extend(self.config, trial)  # more trial.suggest_* (custom_search_space)
             leases.take(trial._trial_id)
             frozen = study._storage.get_trial(trial._trial_id)
             if RETRY_OF not in frozen.system_attrs:
@@ -159,7 +172,26 @@ class Sweep:
         for trial, result in zip(batch, results, strict=True):
             self._tell(study, trial, result)
             leases.drop(trial._trial_id)
+        self._check_failure_rate(study, batch, results)
         return list(results)
+
+    def _check_failure_rate(
+        self, study: optuna.Study, batch: Sequence[optuna.Trial], results: Sequence[JobReturn]
+    ) -> None:
+        """hydra.sweeper.max_failure_rate, per batch as upstream: past it the sweep stops
+        with the first failed trial's error."""
+        failed = [
+            t for t in batch if study._storage.get_trial(t._trial_id).state == TrialState.FAIL
+        ]
+        if failed and len(failed) / len(batch) > self.max_failure_rate and self.stopped_by is None:
+            error = study._storage.get_trial(failed[0]._trial_id).user_attrs.get(ERROR, "failed")
+            self.stopped_by = (
+                failed[0].number,
+                LitforgeError(
+                    f"{error}; {len(failed)} of {len(batch)} trials of the batch failed, more "
+                    f"than hydra.sweeper.max_failure_rate={self.max_failure_rate}"
+                ),
+            )
 
     def trial_overrides(self, number: int, study_name: str, sweep_dir: Path) -> list[str]:
         """What ties a trial's run to the study: the pruning callback's trial number, and
@@ -187,9 +219,10 @@ class Sweep:
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
-        metric = self.config.optimized_metric
+        metric = self.config.get("optimized_metric") or "the return value"
         try:
-            value = result.return_value
+            raw = result.return_value
+            value = _as_float(raw)
         except ConfigError as err:  # the same for every trial: stop here
             trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "config error")
             trial.set_user_attr(ERROR, str(err))
@@ -212,12 +245,23 @@ class Sweep:
         stopped = str(study._storage.get_trial(trial._trial_id).system_attrs.get(STOPPED, ""))
         if stopped.startswith("pruned"):
             study.tell(trial, state=TrialState.PRUNED)
-        elif not isinstance(value, int | float) or not math.isfinite(value):
-            trial.set_user_attr(ERROR, f"{metric} is {value}")
+        elif value is None or not math.isfinite(value):
+            trial.set_user_attr(ERROR, f"{metric} is {raw!r}")
             study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d failed: %s is %s", trial.number, metric, value)
+            log.warning("trial %d failed: %s is %r", trial.number, metric, raw)
         else:
             study.tell(trial, float(value))
+
+
+def _as_float(value: Any) -> float | None:
+    """A job's return value as the study's objective: anything float() takes (a numpy
+    float, a 0-d tensor), as upstream converts it; None when it is not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _best_checkpoint(run_dir: Path | None) -> str | None:

@@ -1,0 +1,25 @@
+"""A plain Hydra app (not litforge's train.py), as hydra-optuna-sweeper's examples are:
+swept with `hydra/sweeper=litforge_optuna`. `mode` picks what the job returns."""
+
+from __future__ import annotations
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path=".", config_name="config")
+def main(cfg: DictConfig) -> object:
+    if cfg.mode == "fail":
+        raise RuntimeError("this trial fails")
+    value = (cfg.x - 0.5) ** 2 + cfg.y + cfg.get("z", 0.0)
+    return np.float64(value) if cfg.mode == "numpy" else value
+
+
+def extend(cfg: DictConfig, trial: object) -> None:
+    """custom_search_space: a parameter the sweep's own params do not name."""
+    trial.suggest_float("z", 0.0, 1.0)  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""litforge's Optuna sweeper as a drop-in for hydra-optuna-sweeper: cases ported from its
+tests and examples, run on a plain Hydra app (tests/sweeps/plain_app) and on the search
+space directly. Each names the upstream behaviour it holds to."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from omegaconf import OmegaConf
+
+from litforge.errors import ConfigError
+from litforge.sweeps import samplers, search_space
+
+APP = Path(__file__).with_name("plain_app")
+
+
+def sweep_app(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    return subprocess.run(
+        [sys.executable, "app.py", f"hydra.sweep.dir={sweep_dir}", *overrides],
+        cwd=APP, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def rows(sweep_dir: Path) -> list[dict[str, str]]:
+    with (sweep_dir / "trials.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_plugin_discovery_imports_neither_torch_nor_lightning():
+    code = (
+        "import sys\n"
+        "from hydra.core.plugins import Plugins\n"
+        "from hydra.plugins.launcher import Launcher\n"
+        "from hydra.plugins.search_path_plugin import SearchPathPlugin\n"
+        "from hydra.plugins.sweeper import Sweeper\n"
+        "for kind in (Sweeper, Launcher, SearchPathPlugin):\n"
+        "    Plugins.instance().discover(kind)\n"
+        "print(sorted(m for m in ('torch', 'lightning', 'optuna') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr[-2000:]
+
+
+def test_a_plain_app_with_an_lht_style_config_sweeps(tmp_path):
+    """No optimized_metric, a numpy float returned, `sampler: {_target_: TPESampler,
+    seed, n_startup_trials}` and `study_name: null`, `hydra/sweeper=litforge_optuna`."""
+    result = sweep_app(tmp_path / "s")
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = rows(tmp_path / "s")
+    assert len(found) == 6 and all(r["state"] == "COMPLETE" for r in found)
+    assert (tmp_path / "s" / "best.yaml").is_file()
+    again = sweep_app(tmp_path / "again")  # the same single-worker command: the same trials
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [r["x"] for r in rows(tmp_path / "again")] == [r["x"] for r in found]
+
+
+def test_workers_with_different_seeds_draw_different_trials(tmp_path):
+    """Worker A (seed 1) with one trial done and worker B (seed 2) starting drew the same
+    trial when the seed was `seed + trials in the study`."""
+    random = ["hydra.sweeper.sampler=random", "hydra.sweeper.n_trials=1"]
+    shared = tmp_path / "a"
+    assert sweep_app(shared, *random, "hydra.sweeper.seed=1").returncode == 0
+    assert sweep_app(shared, "hydra.sweeper.sampler=random", "hydra.sweeper.n_trials=2",
+                     "hydra.sweeper.seed=1").returncode == 0  # fmt: skip
+    assert sweep_app(tmp_path / "b", *random, "hydra.sweeper.seed=2").returncode == 0
+    xs = [r["x"] for r in rows(shared)] + [r["x"] for r in rows(tmp_path / "b")]
+    assert len(set(xs)) == 3, xs
+
+
+def test_a_grid_sweep_that_completes_its_grid_is_done(tmp_path):
+    result = sweep_app(
+        tmp_path / "s", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=10",
+        "x=choice(0.0, 0.5, 1.0)",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert sorted((r["x"], r["y"]) for r in rows(tmp_path / "s")) == [
+        (x, y) for x in ("0.0", "0.5", "1.0") for y in ("0", "1")
+    ]
+
+
+def test_custom_search_space_adds_its_parameters(tmp_path):
+    extend = "hydra.sweeper.custom_search_space=app.extend"
+    result = sweep_app(tmp_path / "s", extend, "hydra.sweeper.n_trials=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    zs = [float(r["z"]) for r in rows(tmp_path / "s")]
+    assert len(zs) == 3 and all(0.0 <= z <= 1.0 for z in zs)
+
+
+def test_max_failure_rate_stops_the_sweep_and_all_failing_is_an_error(tmp_path):
+    stopped = sweep_app(tmp_path / "a", "mode=fail", "hydra.sweeper.max_failure_rate=0.0")
+    assert stopped.returncode != 0
+    assert len(rows(tmp_path / "a")) == 1  # the first failed batch ends it
+    assert "max_failure_rate=0.0" in stopped.stderr.strip().splitlines()[-1]
+    every = sweep_app(tmp_path / "b", "mode=fail", "hydra.sweeper.n_trials=2")
+    assert every.returncode == 1 and len(rows(tmp_path / "b")) == 2
+    assert "no trial of study app finished" in every.stderr.strip().splitlines()[-1]
+
+
+def test_an_unknown_sweeper_key_is_one_line(tmp_path):
+    result = sweep_app(tmp_path / "s", "+hydra.sweeper.max_failure_rat=0.5")
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and last.startswith("error: hydra.sweeper.max_failure_rat ")
+    assert "did you mean max_failure_rate?" in last
+
+
+def test_switching_sampler_drops_the_other_samplers_options(caplog):
+    settings = {"sampler": "random", "sampler_options": {"n_startup_trials": 5}, "seed": 3}
+    with caplog.at_level(logging.WARNING, logger="litforge"):
+        build = samplers.sampler_factory(settings, dict, "s")
+    assert isinstance(build(0), optuna.samplers.RandomSampler)
+    assert "RandomSampler takes no n_startup_trials; dropped" in caplog.text
+
+
+CONFIG = OmegaConf.create({"model": {"net": {"hidden": 128}}, "x": 1, "y": "a"})
+
+
+def test_a_key_pinned_on_the_command_line_leaves_the_search():
+    params = {"model.net.hidden": "choice(64, 128, 256)", "x": "interval(0, 1)"}
+    space = search_space.parse(params, ["model.net.hidden=64"], CONFIG)
+    assert list(space.distributions) == ["x"] and space.pinned == ["model.net.hidden"]
+    assert "model.net.hidden=64" in space.overrides({"x": 0.5})
+
+
+def test_the_pinned_key_is_named_when_the_stored_study_searched_it(caplog):
+    study = optuna.create_study(study_name="s")
+    study.add_trial(optuna.trial.create_trial(
+        params={"model.net.hidden": 128}, value=1.0,
+        distributions={"model.net.hidden": optuna.distributions.CategoricalDistribution([64, 128])},
+    ))  # fmt: skip
+    space = search_space.parse({"model.net.hidden": "choice(64, 128)", "x": "interval(0, 1)"},
+                               ["model.net.hidden=64"], CONFIG)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="litforge"):
+        search_space.say_pinned(space, study)
+    assert "model.net.hidden is fixed on the command line: it leaves the search" in caplog.text
+
+
+def test_shuffle_searches_the_space_as_written():
+    space = search_space.parse({"x": "shuffle(range(1,3))", "y": "shuffle(choice(a, b, c))"}, [],
+                               CONFIG)  # fmt: skip
+    assert space.distributions["x"] == optuna.distributions.IntDistribution(1, 2)
+    assert space.distributions["y"] == optuna.distributions.CategoricalDistribution(["a", "b", "c"])
+
+
+def test_range_says_it_leaves_out_its_stop(caplog):
+    with caplog.at_level(logging.WARNING, logger="litforge"):
+        space = search_space.parse({"x": "range(1, 4)"}, [], CONFIG)
+    assert space.distributions["x"] == optuna.distributions.IntDistribution(1, 3)
+    assert "searches 1..3" in caplog.text and "searched 1..4" in caplog.text
+
+
+def test_a_sampler_object_that_refuses_its_arguments_is_one_line():
+    node = {"_target_": "optuna.samplers.TPESampler", "n_startup_trial": 5}
+    with pytest.raises(ConfigError, match=r"hydra.sweeper.sampler=optuna.samplers.TPESampler"):
+        samplers.sampler_factory({"sampler": node, "seed": 1}, dict, "s")
