@@ -25,7 +25,7 @@ class BasicLauncher:
 
 @pytest.fixture
 def setup(tmp_path):
-    study = studies.open_study(SETTINGS, tmp_path)
+    study = studies.open_study(SETTINGS, tmp_path, SETTINGS["study_name"])
     sweeper = SimpleNamespace(
         settings=SETTINGS, config=OmegaConf.create({"optimized_metric": "val/loss"}),
         launcher=BasicLauncher(), validate_batch_is_legal=lambda batch: None,

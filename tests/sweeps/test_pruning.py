@@ -25,7 +25,7 @@ def study(tmp_path):
     hydra = OmegaConf.structured(HydraConf)
     hydra.sweeper, hydra.sweep.dir, hydra.mode = SETTINGS, str(tmp_path), RunMode.RUN
     HydraConfig.instance().set_config(OmegaConf.create({"hydra": hydra}))
-    study = open_study(SETTINGS, tmp_path)
+    study = open_study(SETTINGS, tmp_path, SETTINGS["study_name"])
     first = study.ask()
     for step in (3, 6):
         first.report(0.01, step)

@@ -21,7 +21,7 @@ SPACE = {"x": optuna.distributions.FloatDistribution(0, 1)}
 
 @pytest.fixture
 def study(tmp_path) -> optuna.Study:
-    return studies.open_study(SETTINGS, tmp_path)
+    return studies.open_study(SETTINGS, tmp_path, SETTINGS["study_name"])
 
 
 def dead_pid() -> int:

@@ -32,6 +32,7 @@ from optuna.distributions import (
     CategoricalDistribution,
     FloatDistribution,
     IntDistribution,
+    check_distribution_compatibility,
 )
 
 from litforge.errors import ConfigError
@@ -147,6 +148,26 @@ def distribution(override: Override, where: str) -> BaseDistribution:
         f"{where}: not a distribution: use interval(a, b), "
         "tag(log, interval(a, b)), int(interval(a, b)), choice(...) or range(...)"
     )
+
+
+def check_against_study(space: SearchSpace, study: Any) -> None:
+    """A rerun whose space Optuna cannot continue (a choice's values changed, a float
+    became a choice): one line naming the parameter and both spaces, before any trial."""
+    stored: dict[str, BaseDistribution] = {}
+    for trial in study.get_trials(deepcopy=False):
+        stored.update(trial.distributions)
+    for name, new in space.distributions.items():
+        old = stored.get(name)
+        if old is None:
+            continue
+        try:
+            check_distribution_compatibility(old, new)
+        except ValueError:
+            raise ConfigError(
+                f"{name}: study {study.study_name} searched {old}, this sweep asks for {new}; "
+                "Optuna cannot continue a study on another space: set a new "
+                "hydra.sweeper.study_name (or hydra.sweep.dir) for it"
+            ) from None
 
 
 def say_pinned(space: SearchSpace, study: Any) -> None:

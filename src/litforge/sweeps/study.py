@@ -76,6 +76,13 @@ def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> Base
     raise AssertionError("unreachable")
 
 
+def study_name_of(settings: Mapping[str, Any], job_name: str) -> str:
+    """hydra.sweeper.study_name; null (lightning-hydra-template's configs): the job name,
+    so a rerun finds the same study."""
+    name = settings.get("study_name")
+    return str(name) if name is not None else job_name
+
+
 def open_study(settings: Mapping[str, Any], sweep_dir: Path, study_name: str) -> optuna.Study:
     """Create the study, or load it when it exists (another worker's, or an earlier run's)."""
     # Optuna's INFO lines ("Using an existing study", "Trial 3 finished") repeat what the
@@ -193,6 +200,7 @@ def trial_of_this_job(number: int) -> optuna.Trial:
     from hydra.core.hydra_config import HydraConfig
 
     hydra = HydraConfig.get()
-    study = open_study(hydra.sweeper, Path(hydra.sweep.dir))
+    name = study_name_of(hydra.sweeper, str(hydra.job.name))
+    study = open_study(hydra.sweeper, Path(hydra.sweep.dir), name)
     trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
     return optuna.Trial(study, trial_id)

@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.exits import report_user_errors
-from litforge.sweeps import report, samplers, search_space, settings
+from litforge.sweeps import report, samplers, search_space, settings, signals
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
 
@@ -44,7 +44,7 @@ class Sweep:
         self.config = sweeper.config
         self.launcher = sweeper.launcher
         self.validate_batch_is_legal = sweeper.validate_batch_is_legal
-        self.stopped_by: tuple[int, LitforgeError] | None = None
+        self.stopped_by: tuple[int | None, LitforgeError] | None = None
 
     def run(self, arguments: list[str]) -> list[JobReturn]:
         sweep_dir = Path(self.config.hydra.sweep.dir)
@@ -55,10 +55,12 @@ class Sweep:
             self.max_failure_rate = settings.failure_rate_limit(self.settings)
             self.extend = settings.search_space_extender(self.settings)
             sweep_dir.mkdir(parents=True, exist_ok=True)
-            study = studies.open_study(self.settings, sweep_dir, self._study_name())
+            name = studies.study_name_of(self.settings, str(self.config.hydra.job.name))
+            study = studies.open_study(self.settings, sweep_dir, name)
             self.sampler_for = samplers.sampler_factory(self.settings, space.grid, study.study_name)
             if self.settings.get("sampler") == "grid":
                 n_trials = min(n_trials, math.prod(len(v) for v in space.grid().values()))
+            search_space.check_against_study(space, study)
             search_space.say_pinned(space, study)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         log.info("study %s in %s: %d trials", study.study_name, sweep_dir, n_trials)
@@ -66,21 +68,29 @@ class Sweep:
         returns: list[JobReturn] = []
         leases = studies.Leases(study, float(self.settings.get("heartbeat_s", 30)))
         stale_s = float(self.settings.get("stale_s", 300))
+        watch = signals.SignalWatch()
         try:
-            while self.stopped_by is None:
-                studies.reap_stale(study, stale_s)
-                trials = study.get_trials(deepcopy=False)
-                done = sum(studies.counts(t) for t in trials)
-                running = sum(t.state == TrialState.RUNNING for t in trials)
-                if done >= n_trials:
-                    break
-                free = n_trials - done - running
-                if free <= 0:  # other workers hold the rest; wait for them (or their leases)
-                    time.sleep(min(5.0, stale_s / 4))
-                    continue
-                batch = self._ask(study, space, min(n_jobs, free), n_trials, leases)
-                if batch:
-                    returns += self._run(study, space, batch, sweep_dir, leases)
+            with report_user_errors(), watch.active():
+                while self.stopped_by is None:
+                    if watch.received is not None:  # between trials: none starts after it
+                        self.stopped_by = (
+                            None,
+                            signals.SweepStopped(watch.received, study.study_name),
+                        )
+                        break
+                    studies.reap_stale(study, stale_s)
+                    trials = study.get_trials(deepcopy=False)
+                    done = sum(studies.counts(t) for t in trials)
+                    running = sum(t.state == TrialState.RUNNING for t in trials)
+                    if done >= n_trials:
+                        break
+                    free = n_trials - done - running
+                    if free <= 0:  # other workers hold the rest; wait for them (or their leases)
+                        time.sleep(min(5.0, stale_s / 4))
+                        continue
+                    batch = self._ask(study, space, min(n_jobs, free), n_trials, leases)
+                    if batch:
+                        returns += self._run(study, space, batch, sweep_dir, leases)
         finally:
             leases.close()
         best = report.write(study, sweep_dir)
@@ -91,19 +101,14 @@ class Sweep:
                   f"{best.params} -> {sweep_dir / 'best.yaml'}", flush=True)  # fmt: skip
         if self.stopped_by is not None:
             number, err = self.stopped_by
-            print(f"error: trial {number}: {err}", file=sys.stderr, flush=True)
+            where = "" if number is None else f"trial {number}: "
+            print(f"error: {where}{err}", file=sys.stderr, flush=True)
             sys.exit(err.exit_code)
         if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
             print(f"error: no trial of study {study.study_name} finished (see "
                   f"{sweep_dir / 'trials.csv'})", file=sys.stderr, flush=True)  # fmt: skip
             sys.exit(1)
         return returns
-
-    def _study_name(self) -> str:
-        """hydra.sweeper.study_name; null (lightning-hydra-template's configs): the job name,
-        so a rerun finds the same study."""
-        name = self.settings.get("study_name")
-        return str(name) if name is not None else str(self.config.hydra.job.name)
 
     def _positive(self, key: str) -> int:
         value = self.settings.get(key)
@@ -124,9 +129,16 @@ class Sweep:
         batch = []
         for _ in range(count):
             study.sampler = self.sampler_for(len(study.get_trials(deepcopy=False)))
-            trial = study.ask(space.distributions)
-            if self.extend is not None:
-                self.extend(self.config, trial)  # more trial.suggest_* (custom_search_space)
+            trial = study.ask()
+            try:  # suggested one by one: a refusal must not leave a RUNNING trial behind
+                for name, dist in space.distributions.items():
+                    trial._suggest(name, dist)
+                if self.extend is not None:
+                    self.extend(self.config, trial)  # more trial.suggest_* (custom_search_space)
+            except Exception as err:
+                trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "not asked")
+                study.tell(trial, state=TrialState.FAIL)
+                raise ConfigError(f"trial {trial.number}: the search space: {err}") from None
             leases.take(trial._trial_id)
             frozen = study._storage.get_trial(trial._trial_id)
             if RETRY_OF not in frozen.system_attrs:
