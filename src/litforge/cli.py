@@ -68,6 +68,10 @@ def entry_point(
             project = project_conf_dir(conf_dir)
             check_output_dir(sys.argv[1:])
             check_group_choices(sys.argv[1:], config_name, project)
+            if config_name == "train":
+                from litforge.grid_check import check_grid_jobs
+
+                check_grid_jobs(quote_numeric_choices(sys.argv[1:]), config_name, project)
             launchers.agree_on_stamp(sys.argv[1:])  # torchrun / srun ranks: one run dir
         root = search_root(project)
         hydra.main(version_base="1.3", config_path=root, config_name=config_name)(hydra_run)()

@@ -21,8 +21,8 @@ from litforge.sweeps import samplers, search_space
 APP = Path(__file__).with_name("plain_app")
 
 
-def sweep_app(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+def sweep_app(sweep_dir: Path, *overrides: str, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | env_vars
     return subprocess.run(
         [sys.executable, "app.py", f"hydra.sweep.dir={sweep_dir}", *overrides],
         cwd=APP, env=env, capture_output=True, text=True, timeout=300,
@@ -161,3 +161,28 @@ def test_a_sampler_object_that_refuses_its_arguments_is_one_line():
     node = {"_target_": "optuna.samplers.TPESampler", "n_startup_trial": 5}
     with pytest.raises(ConfigError, match=r"hydra.sweeper.sampler=optuna.samplers.TPESampler"):
         samplers.sampler_factory({"sampler": node, "seed": 1}, dict, "s")
+
+
+def test_a_signal_between_trials_stops_the_sweep_and_the_same_command_resumes(tmp_path):
+    marker = str(tmp_path / "sent")
+    stopped = sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=3", TERM_ONCE=marker)
+    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
+    assert "SIGTERM received: study app stopped before its next trial" in stopped.stderr
+    assert [r["state"] for r in rows(tmp_path / "s")] == ["COMPLETE"]  # the running one ended
+    resumed = sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=3", TERM_ONCE=marker)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [r["state"] for r in rows(tmp_path / "s")] == ["COMPLETE"] * 3
+
+
+def test_a_rerun_on_another_space_is_one_line_and_leaves_no_running_trial(tmp_path):
+    assert sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=1").returncode == 0
+    changed = sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=2", "y=choice(5, 6)")
+    assert changed.returncode == 2
+    last = changed.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: y: study app searched CategoricalDistribution(choices=(0, 1))")
+    assert "hydra.sweeper.study_name" in last and "Traceback" not in changed.stderr
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "s" / "optuna.journal"))
+    )
+    states = [t.state for t in optuna.load_study(study_name="app", storage=storage).trials]
+    assert states == [optuna.trial.TrialState.COMPLETE]

@@ -20,6 +20,10 @@ CASES = [
     ([*OPTUNA, "hydra.sweeper.storage=postgresql://me:s3cret@127.0.0.1:9/db"],
      "hydra.sweeper.storage=postgresql://127.0.0.1:9/db: cannot open it"),
     ([*OPTUNA, "hydra.sweeper.sampler=grid"], "sampler=grid needs a finite set of values"),
+    ([*OPTUNA, "+hydra.sweeper.n_trails=3"],
+     "hydra.sweeper.n_trails is not a key of litforge's Optuna sweeper (did you mean n_trials?)"),
+    (["-m", "trainer=cpu", "debug=fdr", "trainer.max_epochs=1,-7"],
+     "sweep job 1 (trainer=cpu debug=fdr trainer.max_epochs=-7"),
     ([*OPTUNA, "optimized_metric=val/nope"],
      "trial 0: checkpoint.monitor=val/nope (optimized_metric) was not logged by the sanity "
      "validation, so no checkpoint could ever rank best; logged:"),

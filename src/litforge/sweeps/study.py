@@ -200,7 +200,8 @@ def trial_of_this_job(number: int) -> optuna.Trial:
     from hydra.core.hydra_config import HydraConfig
 
     hydra = HydraConfig.get()
-    name = study_name_of(hydra.sweeper, str(hydra.job.name))
+    given = hydra.sweeper.get("study_name")
+    name = str(given) if given is not None else str(hydra.job.name)
     study = open_study(hydra.sweeper, Path(hydra.sweep.dir), name)
     trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
     return optuna.Trial(study, trial_id)

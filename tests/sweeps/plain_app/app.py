@@ -3,6 +3,9 @@ swept with `hydra/sweeper=litforge_optuna`. `mode` picks what the job returns.""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import hydra
 import numpy as np
 from omegaconf import DictConfig
@@ -12,6 +15,10 @@ from omegaconf import DictConfig
 def main(cfg: DictConfig) -> object:
     if cfg.mode == "fail":
         raise RuntimeError("this trial fails")
+    marker = os.environ.get("TERM_ONCE")
+    if marker and not os.path.exists(marker):  # a spot notice while this trial runs
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)
     value = (cfg.x - 0.5) ** 2 + cfg.y + cfg.get("z", 0.0)
     return np.float64(value) if cfg.mode == "numpy" else value
 
