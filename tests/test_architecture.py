@@ -54,6 +54,7 @@ LAYERS = {
         "budget",
         "matmul_bench",
         "consolidate",
+        "grid_check",
         "__init__",
     },  # fmt: skip
 }

@@ -44,7 +44,7 @@ def entry_point(
     The recipe's value of `cfg.optimized_metric` is returned to Hydra (what a sweeper reads).
     """
 
-    def hydra_run(cfg: DictConfig) -> float | None:
+    def hydra_run(cfg: DictConfig) -> float | list[float | None] | None:
         # Imported per run, not with the module: `import litforge.cli` (compose() in a
         # notebook) stays free of the launch and tracking layers.
         from litforge.launch import multirun
@@ -57,7 +57,10 @@ def entry_point(
             runs_end_with_job(),  # a run left open would take the next job's metrics
         ):
             metrics = recipe(cfg)
-        return metrics.get(cfg.get("optimized_metric"))
+        wanted = cfg.get("optimized_metric")
+        if OmegaConf.is_list(wanted):  # a multi-objective sweep: one value per metric
+            return [metrics.get(str(name)) for name in wanted]  # type: ignore[return-value]
+        return metrics.get(wanted)
 
     def main() -> None:
         from litforge.launch import launchers

@@ -54,3 +54,20 @@ def test_ddp_sweep_job_runs_once_per_rank_with_its_own_values(tmp_path):
         assert json.loads((sweep / job / "metrics.json").read_text())["global_step"] == 6
     assert sorted(p.name for p in store.iterdir()) == ["sw-0", "sw-1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckstore", "multi"]
+
+
+def test_a_multi_objective_sweep_of_train_py(tmp_path):
+    sweep_dir = tmp_path / "multi"
+    result = subprocess.run(
+        [sys.executable, "train.py", "-m", "hparams_search=digits_optuna", "debug=limit",
+         "test=false", "optimized_metric=[val/loss,val/acc]", "hydra.sweeper.direction=[min,max]",
+         "hydra.sweeper.pruner=none", "~callbacks.optuna_pruning", "checkpoint.monitor=val/acc",
+         "checkpoint.mode=max", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=ROOT, env={**os.environ, "CI": "1"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    header = (sweep_dir / "trials.csv").read_text().splitlines()[0].split(",")
+    assert header[2:4] == ["val/loss", "val/acc"]
+    best = (sweep_dir / "best.yaml").read_text()
+    assert "pareto_front:" in best and "val/acc:" in best
+    assert (sweep_dir / "pareto_front.png").is_file()

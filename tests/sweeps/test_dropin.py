@@ -13,6 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from litforge.errors import ConfigError
@@ -24,7 +25,8 @@ APP = Path(__file__).with_name("plain_app")
 def sweep_app(sweep_dir: Path, *overrides: str, **env_vars: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | env_vars
     return subprocess.run(
-        [sys.executable, "app.py", f"hydra.sweep.dir={sweep_dir}", *overrides],
+        [sys.executable, "app.py", *[o for o in overrides if o.startswith("-")],
+         f"hydra.sweep.dir={sweep_dir}", *[o for o in overrides if not o.startswith("-")]],
         cwd=APP, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
@@ -186,3 +188,70 @@ def test_a_rerun_on_another_space_is_one_line_and_leaves_no_running_trial(tmp_pa
     )
     states = [t.state for t in optuna.load_study(study_name="app", storage=storage).trials]
     assert states == [optuna.trial.TrialState.COMPLETE]
+
+
+def test_a_global_package_group_sweeps_like_any_group(tmp_path):
+    """`experiment=choice(a, b)`-style: an option of a `@package _global_` group per trial."""
+    result = sweep_app(
+        tmp_path / "s", "-m", "shape=choice(square, tenfold)", "hydra.sweeper.sampler=random",
+        "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = rows(tmp_path / "s")
+    assert {r["shape"] for r in found} == {"square", "tenfold"}
+    for r in found:  # each trial composed its own option
+        scale = 10.0 if r["shape"] == "tenfold" else 1.0
+        expected = scale * ((float(r["x"]) - 0.5) ** 2 + int(r["y"]))
+        assert float(r["value"]) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        pytest.param("nsgaii", marks=pytest.mark.slow),
+        "gp",
+        pytest.param("qmc", marks=pytest.mark.slow),
+    ],
+)
+def test_the_newer_samplers_are_seeded_and_reproducible(tmp_path, sampler):
+    args = [f"hydra.sweeper.sampler={sampler}", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=7"]
+    first, second = sweep_app(tmp_path / "a", *args), sweep_app(tmp_path / "b", *args)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:]
+    assert [r["x"] for r in rows(tmp_path / "a")] == [r["x"] for r in rows(tmp_path / "b")]
+    other = sweep_app(tmp_path / "c", *args[:-1], "hydra.sweeper.seed=8")
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert [r["x"] for r in rows(tmp_path / "c")] != [r["x"] for r in rows(tmp_path / "a")]
+
+
+def test_a_multi_objective_study_leaves_its_pareto_front(tmp_path):
+    result = sweep_app(
+        tmp_path / "s", "mode=multi", "hydra.sweeper.direction=[minimize,maximize]",
+        "hydra.sweeper.n_trials=6",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = rows(tmp_path / "s")
+    assert len(found) == 6 and {"value_0", "value_1"} <= set(found[0])
+    best = yaml.safe_load((tmp_path / "s" / "best.yaml").read_text())
+    front = {p["trial"] for p in best["pareto_front"]}
+    points = {int(r["number"]): (float(r["value_0"]), float(r["value_1"])) for r in found}
+    for number, (low, high) in points.items():  # on the front: nothing beats it in both
+        dominated = any(
+            a <= low and b >= high and (a, b) != (low, high) for a, b in points.values()
+        )
+        assert (number in front) == (not dominated), number
+    assert (tmp_path / "s" / "pareto_front.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["hydra.sweeper.direction=[minimize,maximize]", "hydra.sweeper.pruner=median"],
+         "hydra.sweeper.pruner=median: Optuna cannot prune a multi-objective study"),
+        (["hydra.sweeper.direction=[minimize,maximize]", "+optimized_metric=[a,b,c]"],
+         "hydra.sweeper.direction has 2 entries and optimized_metric 3 (a, b, c)"),
+    ],
+)  # fmt: skip
+def test_multi_objective_mistakes_are_one_line(tmp_path, overrides, message):
+    result = sweep_app(tmp_path / "s", "mode=multi", *overrides)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and message in last, result.stderr[-2000:]

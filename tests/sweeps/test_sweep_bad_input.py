@@ -24,6 +24,12 @@ CASES = [
      "hydra.sweeper.n_trails is not a key of litforge's Optuna sweeper (did you mean n_trials?)"),
     (["-m", "trainer=cpu", "debug=fdr", "trainer.max_epochs=1,-7"],
      "sweep job 1 (trainer=cpu debug=fdr trainer.max_epochs=-7"),
+    ([*OPTUNA, "hydra.sweeper.direction=[min,max]"],
+     "hydra.sweeper.direction has 2 entries but optimized_metric=val/acc is one metric"),
+    ([*OPTUNA, "optimized_metric=[val/loss,val/acc]", "hydra.sweeper.direction=[min,max]",
+      "hydra.sweeper.pruner=none", "~callbacks.optuna_pruning"],
+     "trial 0: optimized_metric=[val/loss, val/acc] is a list (a multi-objective sweep), but "
+     "checkpoints are ranked by one metric: set checkpoint.monitor"),
     ([*OPTUNA, "optimized_metric=val/nope"],
      "trial 0: checkpoint.monitor=val/nope (optimized_metric) was not logged by the sanity "
      "validation, so no checkpoint could ever rank best; logged:"),

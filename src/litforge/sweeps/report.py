@@ -1,4 +1,7 @@
-"""What a sweep leaves in its directory: trials.csv, best.yaml, plots, and a printed table."""
+"""What a sweep leaves in its directory: trials.csv, best.yaml, plots, and a printed table.
+
+A multi-objective study has no single best: best.yaml then holds its Pareto-optimal trials
+(none better in every objective), and pareto_front.png plots them against the others."""
 
 from __future__ import annotations
 
@@ -21,30 +24,55 @@ log = logging.getLogger("litforge")
 MIN_TRIALS_FOR_IMPORTANCE = 4
 
 
-def write(study: optuna.Study, sweep_dir: Path) -> FrozenTrial | None:
-    """Write trials.csv, best.yaml and the plots into sweep_dir; returns the best trial."""
+def write(study: optuna.Study, sweep_dir: Path, objectives: list[str]) -> list[FrozenTrial]:
+    """Write trials.csv, best.yaml and the plots into sweep_dir; returns the best trial (or
+    the Pareto-optimal ones), none before a trial completes."""
     trials = study.get_trials(deepcopy=False)
-    _atomic(sweep_dir / "trials.csv", _trials_csv(trials))
+    _atomic(sweep_dir / "trials.csv", _trials_csv(trials, objectives))
     best = _best(study)
-    if best is not None:
-        _atomic(sweep_dir / "best.yaml", yaml.safe_dump(_best_record(study, best), sort_keys=False))
-    _plot(study, trials, sweep_dir)
+    if best:
+        record = (
+            _best_record(study, best[0])
+            if len(objectives) == 1
+            else _pareto(study, best, objectives)
+        )
+        _atomic(sweep_dir / "best.yaml", yaml.safe_dump(record, sort_keys=False))
+    if len(objectives) == 1:
+        _plot(study, trials, sweep_dir)
+    else:
+        _plot_pareto(study, objectives, sweep_dir)
     return best
 
 
-def table(study: optuna.Study, rows: int = 10) -> str:
-    """The best `rows` finished trials, best first, one line each, and a count by state."""
+def best_line(
+    study: optuna.Study, best: list[FrozenTrial], objectives: list[str], sweep_dir: Path
+) -> str:
+    if not best:
+        return f"no complete trial in study {study.study_name} yet"
+    if len(objectives) > 1:
+        numbers = ", ".join(str(t.number) for t in best)
+        return f"pareto front: trials {numbers} -> {sweep_dir / 'best.yaml'}"
+    one = best[0]
+    return f"best: trial {one.number} {objectives[0]}={one.value:.6g} {one.params} -> {sweep_dir / 'best.yaml'}"
+
+
+def table(study: optuna.Study, objectives: list[str], rows: int = 10) -> str:
+    """The best `rows` finished trials, best first (a multi-objective study: its Pareto
+    front), one line each, and a count by state."""
     trials = study.get_trials(deepcopy=False)
-    done = [t for t in trials if t.state == TrialState.COMPLETE]
-    done.sort(key=lambda t: t.value, reverse=study.direction.name == "MAXIMIZE")
+    if len(objectives) == 1:
+        done = [t for t in trials if t.state == TrialState.COMPLETE]
+        done.sort(key=lambda t: t.value, reverse=study.direction.name == "MAXIMIZE")
+    else:
+        done = _best(study)
     names = sorted({k for t in trials for k in t.params})
     lines = [f"study {study.study_name}: " + ", ".join(
         f"{sum(t.state == s for t in trials)} {s.name.lower()}"
         for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     )]  # fmt: skip
-    header = ["trial", "value", *names]
+    header = ["trial", *objectives, *names]
     body = [
-        [str(t.number), f"{t.value:.6g}", *(_short(t.params.get(n)) for n in names)]
+        [str(t.number), *(f"{v:.6g}" for v in t.values), *(_short(t.params.get(n)) for n in names)]
         for t in done[:rows]
     ]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
@@ -53,11 +81,32 @@ def table(study: optuna.Study, rows: int = 10) -> str:
     return "\n".join(lines)
 
 
-def _best(study: optuna.Study) -> FrozenTrial | None:
+def _best(study: optuna.Study) -> list[FrozenTrial]:
+    if len(study.directions) > 1:
+        return sorted(study.best_trials, key=lambda t: t.number)
     try:
-        return study.best_trial
+        return [study.best_trial]
     except ValueError:  # no completed trial yet
-        return None
+        return []
+
+
+def _pareto(study: optuna.Study, front: list[FrozenTrial], objectives: list[str]) -> dict[str, Any]:
+    return {
+        "study": study.study_name,
+        "directions": {
+            name: d.name.lower() for name, d in zip(objectives, study.directions, strict=True)
+        },
+        "pareto_front": [
+            {
+                "trial": t.number,
+                "values": dict(zip(objectives, t.values, strict=True)),
+                "params": dict(t.params),
+                "run_dir": t.user_attrs.get(RUN_DIR),
+                "best_checkpoint": t.user_attrs.get(BEST_CHECKPOINT),
+            }
+            for t in front
+        ],
+    }
 
 
 def _best_record(study: optuna.Study, best: FrozenTrial) -> dict[str, Any]:
@@ -72,15 +121,17 @@ def _best_record(study: optuna.Study, best: FrozenTrial) -> dict[str, Any]:
     }
 
 
-def _trials_csv(trials: list[FrozenTrial]) -> str:
+def _trials_csv(trials: list[FrozenTrial], objectives: list[str]) -> str:
     names = sorted({k for t in trials for k in t.params})
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["number", "state", "value", "duration_s", *names, "run_dir", "note"])
+    columns = ["value"] if len(objectives) == 1 else objectives
+    writer.writerow(["number", "state", *columns, "duration_s", *names, "run_dir", "note"])
     for t in trials:
         duration = t.duration.total_seconds() if t.duration is not None else None
+        values = t.values if t.values is not None else [None] * len(columns)
         writer.writerow([
-            t.number, t.state.name, t.value, None if duration is None else round(duration, 3),
+            t.number, t.state.name, *values, None if duration is None else round(duration, 3),
             *(t.params.get(n) for n in names), t.user_attrs.get(RUN_DIR), _note(t),
         ])  # fmt: skip
     return out.getvalue()
@@ -138,6 +189,28 @@ def _plot(study: optuna.Study, trials: list[FrozenTrial], sweep_dir: Path) -> No
     ax.set(xlabel="importance (fANOVA)", title=f"{study.study_name}: parameter importances")
     fig.tight_layout()
     fig.savefig(sweep_dir / "param_importances.png", dpi=100)
+    plt.close(fig)
+
+
+def _plot_pareto(study: optuna.Study, objectives: list[str], sweep_dir: Path) -> None:
+    """pareto_front.png: every complete trial in the first two objectives, the front marked."""
+    done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    if not done:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    front = {t.number for t in _best(study)}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for on_front, label in ((False, "trial"), (True, "Pareto-optimal")):
+        chosen = [t for t in done if (t.number in front) == on_front]
+        ax.plot([t.values[0] for t in chosen], [t.values[1] for t in chosen], "o", label=label)
+    ax.set(xlabel=objectives[0], ylabel=objectives[1], title=f"{study.study_name}: Pareto front")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(sweep_dir / "pareto_front.png", dpi=100)
     plt.close(fig)
 
 

@@ -4,7 +4,8 @@ lightning-hydra-template's configs write it for hydra-optuna-sweeper).
 
 The sampler is rebuilt for every trial with a seed of its own, a hash of (seed, study name,
 trial number): workers with different seeds, and restarts, never draw the same trial, and
-rerunning a one-worker sweep draws the same trials again.
+rerunning a one-worker sweep draws the same trials again (QMC keeps one seed: its points are
+one scrambled sequence the study indexes).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,7 +39,13 @@ SAMPLERS: dict[str, type] = {
     "random": optuna.samplers.RandomSampler,
     "cmaes": optuna.samplers.CmaEsSampler,
     "grid": CountedGridSampler,
+    "nsgaii": optuna.samplers.NSGAIISampler,
+    "gp": optuna.samplers.GPSampler,
+    "qmc": optuna.samplers.QMCSampler,
 }
+# Samplers whose draws come from one sequence the study indexes (QMC's scrambled Sobol
+# points): one seed for the whole study, or each trial would scramble another sequence.
+STUDY_SEEDED = {"qmc"}
 PRUNERS = {
     "median": optuna.pruners.MedianPruner,
     "halving": optuna.pruners.SuccessiveHalvingPruner,
@@ -101,7 +109,8 @@ def sampler_factory(
         options.setdefault("search_space", grid())
 
     def build(number: int) -> optuna.samplers.BaseSampler:
-        return _construct(cls, {**options, "seed": seeded(number)}, "hydra.sweeper.sampler_options")
+        trial_seed_ = seed if name in STUDY_SEEDED else seeded(number)
+        return _construct(cls, {**options, "seed": trial_seed_}, "hydra.sweeper.sampler_options")
 
     build(0)
     return build
@@ -125,10 +134,14 @@ def pruner_for(settings: Mapping[str, Any]) -> optuna.pruners.BasePruner:
     return _construct(cls, options, "hydra.sweeper.pruner_options")
 
 
-def direction_for(settings: Mapping[str, Any]) -> str:
-    return DIRECTIONS[
-        str(_named(DIRECTIONS, str(settings.get("direction")), "hydra.sweeper.direction"))
-    ]
+def directions_for(settings: Mapping[str, Any]) -> list[str]:
+    """hydra.sweeper.direction: one (min | max) or a list, one per objective."""
+    given = settings.get("direction")
+    many = OmegaConf.is_list(given) or isinstance(given, list | tuple)
+    names = [str(d) for d in given] if many else [str(given)]
+    if not names:
+        raise ConfigError("hydra.sweeper.direction=[] needs one direction per objective")
+    return [DIRECTIONS[str(_named(DIRECTIONS, n, "hydra.sweeper.direction"))] for n in names]
 
 
 def _named(table: Mapping[str, Any], name: str, key: str) -> Any:
@@ -154,6 +167,8 @@ def _accepted(cls: type, options: dict[str, Any], key: str) -> dict[str, Any]:
 
 def _construct(cls: type, options: dict[str, Any], key: str) -> Any:
     try:
-        return cls(**options)
+        with warnings.catch_warnings():  # QMC, GP: "experimental", on every trial
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return cls(**options)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{key}: {cls.__name__} refused {options}: {err}") from None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +76,10 @@ class SearchSpace:
 
 
 def parse(
-    params: Mapping[str, Any] | None, arguments: Iterable[str], config: DictConfig
+    params: Mapping[str, Any] | None,
+    arguments: Iterable[str],
+    config: DictConfig,
+    is_group: Callable[[str], bool] = lambda name: False,
 ) -> SearchSpace:
     """The search space of `params` (hydra.sweeper.params) plus the command-line arguments,
     every parameter checked against the composed `config`."""
@@ -99,7 +102,9 @@ def parse(
                 space.keys.pop(name, None)
                 space.pinned.append(name)
             continue
-        if not override.is_add() and not override.is_force_add():
+        # A config group (`experiment=choice(a, b)`, `@package _global_` ones too) is an
+        # option name per trial, not a key of the composed config.
+        if not override.is_add() and not override.is_force_add() and not is_group(name):
             _check_known(name, where, config)
         space.distributions[name] = distribution(override, where)
         space.keys[name] = override.get_key_element()

@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from litforge.checkpointing.lock import holder_alive
 from litforge.errors import ConfigError, redact_url
-from litforge.sweeps.samplers import direction_for, pruner_for
+from litforge.sweeps.samplers import directions_for, pruner_for
 
 log = logging.getLogger("litforge")
 
@@ -92,7 +92,7 @@ def open_study(settings: Mapping[str, Any], sweep_dir: Path, study_name: str) ->
         storage=storage_for(settings.get("storage"), sweep_dir),
         study_name=study_name,
         pruner=pruner_for(settings),
-        direction=direction_for(settings),
+        directions=directions_for(settings),
         load_if_exists=True,
     )
 

@@ -26,12 +26,12 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.exits import report_user_errors
-from litforge.sweeps import report, samplers, search_space, settings, signals
+from litforge.sweeps import objectives, report, samplers, search_space, settings, signals
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
 
 log = logging.getLogger("litforge")
-PRUNING_CALLBACK = "callbacks.optuna_pruning"
+PRUNING_CALLBACK = objectives.PRUNING_CALLBACK
 MLFLOW_DEFAULT_URI = "sqlite:///${run_dir}/mlflow.db"  # conf/logger/mlflow.yaml
 
 
@@ -44,16 +44,22 @@ class Sweep:
         self.config = sweeper.config
         self.launcher = sweeper.launcher
         self.validate_batch_is_legal = sweeper.validate_batch_is_legal
+        self.hydra_context = sweeper.hydra_context
         self.stopped_by: tuple[int | None, LitforgeError] | None = None
 
     def run(self, arguments: list[str]) -> list[JobReturn]:
         sweep_dir = Path(self.config.hydra.sweep.dir)
         with report_user_errors():
             settings.check_keys(self.settings)
-            space = search_space.parse(self.settings.get("params"), arguments, self.config)
+            space = search_space.parse(
+                self.settings.get("params"), arguments, self.config, self._is_group
+            )
             n_trials, n_jobs = self._positive("n_trials"), self._positive("n_jobs")
             self.max_failure_rate = settings.failure_rate_limit(self.settings)
             self.extend = settings.search_space_extender(self.settings)
+            self.objectives = objectives.objective_names(
+                self.config, self.settings, len(samplers.directions_for(self.settings))
+            )
             sweep_dir.mkdir(parents=True, exist_ok=True)
             name = studies.study_name_of(self.settings, str(self.config.hydra.job.name))
             study = studies.open_study(self.settings, sweep_dir, name)
@@ -93,12 +99,9 @@ class Sweep:
                         returns += self._run(study, space, batch, sweep_dir, leases)
         finally:
             leases.close()
-        best = report.write(study, sweep_dir)
-        print(report.table(study), flush=True)
-        if best is not None:
-            metric = self.config.get("optimized_metric") or "value"
-            print(f"best: trial {best.number} {metric}={best.value:.6g} "
-                  f"{best.params} -> {sweep_dir / 'best.yaml'}", flush=True)  # fmt: skip
+        best = report.write(study, sweep_dir, self.objectives)
+        print(report.table(study, self.objectives), flush=True)
+        print(report.best_line(study, best, self.objectives, sweep_dir), flush=True)
         if self.stopped_by is not None:
             number, err = self.stopped_by
             where = "" if number is None else f"trial {number}: "
@@ -109,6 +112,10 @@ class Sweep:
                   f"{sweep_dir / 'trials.csv'})", file=sys.stderr, flush=True)  # fmt: skip
             sys.exit(1)
         return returns
+
+    def _is_group(self, name: str) -> bool:
+        loader = getattr(self.hydra_context, "config_loader", None)
+        return loader is not None and bool(loader.get_group_options(name.lstrip("+~")))
 
     def _positive(self, key: str) -> int:
         value = self.settings.get(key)
@@ -231,10 +238,9 @@ class Sweep:
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
-        metric = self.config.get("optimized_metric") or "the return value"
         try:
             raw = result.return_value
-            value = _as_float(raw)
+            values = objectives.values_of(raw, len(self.objectives))
         except ConfigError as err:  # the same for every trial: stop here
             trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "config error")
             trial.set_user_attr(ERROR, str(err))
@@ -257,23 +263,13 @@ class Sweep:
         stopped = str(study._storage.get_trial(trial._trial_id).system_attrs.get(STOPPED, ""))
         if stopped.startswith("pruned"):
             study.tell(trial, state=TrialState.PRUNED)
-        elif value is None or not math.isfinite(value):
-            trial.set_user_attr(ERROR, f"{metric} is {raw!r}")
+        elif values is None:
+            names = ", ".join(self.objectives)
+            trial.set_user_attr(ERROR, f"{names}: got {raw!r}")
             study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d failed: %s is %r", trial.number, metric, raw)
+            log.warning("trial %d failed: %s: got %r", trial.number, names, raw)
         else:
-            study.tell(trial, float(value))
-
-
-def _as_float(value: Any) -> float | None:
-    """A job's return value as the study's objective: anything float() takes (a numpy
-    float, a 0-d tensor), as upstream converts it; None when it is not a number."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+            study.tell(trial, values if len(values) > 1 else values[0])
 
 
 def _best_checkpoint(run_dir: Path | None) -> str | None:

@@ -28,6 +28,7 @@ from litforge.validation import schema, targets
 def check_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first bad key, the value given and what is valid."""
     plain = _resolved(cfg)
+    _check_one_ranking_metric(plain)
     _check_trainer_keys(plain["trainer"])
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={_show(value)} is invalid; {reason}")
@@ -127,6 +128,19 @@ def _check_model_fits_data(cfg: dict[str, Any]) -> None:
 
 def _class_of(node: dict[str, Any], key: str) -> Any:
     return targets.locate(node, key)
+
+
+def _check_one_ranking_metric(cfg: dict[str, Any]) -> None:
+    """A list optimized_metric (a multi-objective sweep) cannot rank checkpoints, which
+    `checkpoint.monitor: ${optimized_metric}` would ask of it."""
+    metrics = cfg.get("optimized_metric")
+    monitor = (cfg.get("checkpoint") or {}).get("monitor")
+    if isinstance(metrics, list) and isinstance(monitor, list):
+        raise ConfigError(
+            f"optimized_metric=[{', '.join(map(str, metrics))}] is a list (a multi-objective sweep), but "
+            "checkpoints are ranked by one metric: set checkpoint.monitor to one of them "
+            "(and checkpoint.mode), or checkpoint.monitor=null to keep the newest only"
+        )
 
 
 def _check_something_to_rank(cfg: dict[str, Any]) -> None:

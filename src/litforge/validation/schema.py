@@ -34,7 +34,7 @@ RULES: dict[str, Rule] = {
     "resume": OneOf(("auto", "never")),
     "ckpt_path": Text(null=True),
     "test": Bool(),
-    "optimized_metric": Text(null=True),
+    "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective
     "optimized_mode": OneOf(("min", "max")),
     "processes.rendezvous_timeout_s": Num(0.0, open_lo=True),
     "processes.collective_timeout_s": Num(0.0, open_lo=True),

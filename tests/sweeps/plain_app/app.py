@@ -19,7 +19,9 @@ def main(cfg: DictConfig) -> object:
     if marker and not os.path.exists(marker):  # a spot notice while this trial runs
         open(marker, "w").close()
         os.kill(os.getpid(), signal.SIGTERM)
-    value = (cfg.x - 0.5) ** 2 + cfg.y + cfg.get("z", 0.0)
+    value = cfg.scale * ((cfg.x - 0.5) ** 2 + cfg.y + cfg.get("z", 0.0))
+    if cfg.mode == "multi":  # two objectives: the value and x itself
+        return value, float(cfg.x)
     return np.float64(value) if cfg.mode == "numpy" else value
 
 
