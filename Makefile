@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-slow test-all lint format bench compare-precision clean \
+.PHONY: install train test test-slow test-all lint format bench compare-precision clean dashboard \
 	new-project new-experiment
 
 $(STAMP): pyproject.toml Makefile
@@ -40,6 +40,11 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# A sweep's study in optuna-dashboard: make dashboard SWEEP=multirun/train/digits_optuna
+# (a sweep directory, a journal file or a storage URL; PORT=8080 by default).
+dashboard: $(STAMP)
+	$(BIN)/python -m litforge.sweeps.dashboard $(SWEEP) --port $(or $(PORT),8080)
 
 # CPU benchmark suite (< 10 min on 2 cores): benchmarks/results/latest.{json,md}.
 bench: $(STAMP)

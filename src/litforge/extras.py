@@ -14,6 +14,8 @@ EXTRA_OF = {
     "mlflow": "mlflow",
     "optuna": "sweeps",
     "cmaes": "sweeps",
+    "psycopg": "postgres",
+    "optuna_dashboard": "dashboard",
     "hydra_plugins.hydra_joblib_launcher": "sweeps",
     "submitit": "slurm",
     "hydra_plugins.hydra_submitit_launcher": "slurm",

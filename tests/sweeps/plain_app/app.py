@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import hydra
 import numpy as np
@@ -15,6 +16,11 @@ from omegaconf import DictConfig
 def main(cfg: DictConfig) -> object:
     if cfg.mode == "fail":
         raise RuntimeError("this trial fails")
+    time.sleep(float(os.environ.get("TRIAL_SLEEP", "0")))  # workers' trials overlap
+    hang = os.environ.get("HANG_ONCE")
+    if hang and not os.path.exists(hang):  # the first trial hangs until its worker is killed
+        open(hang, "w").close()
+        time.sleep(600)
     marker = os.environ.get("TERM_ONCE")
     if marker and not os.path.exists(marker):  # a spot notice while this trial runs
         open(marker, "w").close()
