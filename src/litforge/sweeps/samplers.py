@@ -109,8 +109,8 @@ def sampler_factory(
         options.setdefault("search_space", grid())
 
     def build(number: int) -> optuna.samplers.BaseSampler:
-        trial_seed_ = seed if name in STUDY_SEEDED else seeded(number)
-        return _construct(cls, {**options, "seed": trial_seed_}, "hydra.sweeper.sampler_options")
+        seed_of_trial = seed if name in STUDY_SEEDED else seeded(number)
+        return _construct(cls, {**options, "seed": seed_of_trial}, "hydra.sweeper.sampler_options")
 
     build(0)
     return build

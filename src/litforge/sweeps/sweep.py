@@ -44,7 +44,11 @@ class Sweep:
         self.config = sweeper.config
         self.launcher = sweeper.launcher
         self.validate_batch_is_legal = sweeper.validate_batch_is_legal
-        self.hydra_context = sweeper.hydra_context
+        self.hydra_context = getattr(sweeper, "hydra_context", None)
+        given = self.config.get("optimized_metric")  # run() checks them against the directions
+        self.objectives = (
+            [str(m) for m in given] if OmegaConf.is_list(given) else [str(given or "value")]
+        )
         self.stopped_by: tuple[int | None, LitforgeError] | None = None
 
     def run(self, arguments: list[str]) -> list[JobReturn]:
@@ -265,9 +269,9 @@ class Sweep:
             study.tell(trial, state=TrialState.PRUNED)
         elif values is None:
             names = ", ".join(self.objectives)
-            trial.set_user_attr(ERROR, f"{names}: got {raw!r}")
+            trial.set_user_attr(ERROR, f"{names} is {raw}")
             study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d failed: %s: got %r", trial.number, names, raw)
+            log.warning("trial %d failed: %s is %s", trial.number, names, raw)
         else:
             study.tell(trial, values if len(values) > 1 else values[0])
 
