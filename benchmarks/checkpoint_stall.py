@@ -5,7 +5,7 @@ Blocking time is the wall-clock time of each `StoreCheckpoint.save` (as the call
 records it in `timings`) in real training runs: local disk, and the S3 test server with
 synchronous and asynchronous upload, for the digits CNN and the gpt_char GPT. The overhead
 share is the CPU time in the saves over the rest of training's CPU time, inside runs of
-the default digits experiment. Method and measurement history: README.md, "Performance".
+the default digits experiment. Method and measurement history: docs/performance.md.
 """
 
 from __future__ import annotations

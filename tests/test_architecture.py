@@ -21,7 +21,7 @@ SRC = ROOT / "src" / "litforge"
 BARE = ["checkpoint=none", "callbacks=none", "logger=none", "debug=fdr", "trainer=cpu"]
 
 # Each top-level unit of the package and its layer: a unit imports only lower layers
-# (README "Architecture" draws the same map).
+# (docs/architecture.md draws the same map).
 LAYERS = {
     0: {
         "errors",

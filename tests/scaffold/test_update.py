@@ -31,7 +31,7 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     cnn = project / "conf" / "model" / "cnn.yaml"
     cnn.write_text(cnn.read_text().replace("  hidden: 128\n", "  hidden: 64\n"))
     makefile = project / "Makefile"
-    makefile.write_text(makefile.read_text() + "# my own target notes\n")
+    makefile.write_text("# my own target notes\n" + makefile.read_text())
     git(*IDENTITY, "commit", "-qam", "my changes", cwd=project)
 
     # In the template: a library fix, a change to an example, a change to a skeleton file.
@@ -41,6 +41,8 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     example.write_text(example.read_text() + "# an example change\n")
     train = source / "train.py"
     train.write_text(train.read_text() + "# a new line in the entry script\n")
+    skeleton = source / "src" / "litforge" / "scaffold" / "project_files" / "Makefile.jinja"
+    skeleton.write_text(skeleton.read_text() + "# a new line in the skeleton Makefile\n")
     git(*IDENTITY, "commit", "-qam", "template fix", cwd=source)
 
     dirty = project / "scratch.txt"
@@ -62,7 +64,8 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     assert FIX in zipfile.ZipFile(wheel).read("litforge/checkpointing/store.py").decode()
     # Skeleton files take in the template's changes, the user's edits kept.
     assert train.read_text().splitlines()[-1] in (project / "train.py").read_text()
-    assert makefile.read_text().endswith("# my own target notes\n")
+    assert "# my own target notes\n" in makefile.read_text()
+    assert "# a new line in the skeleton Makefile\n" in makefile.read_text()
     # The user's code and configs: as the user left them; the example change stays out.
     assert model.read_text().endswith("# my model change\n")
     assert "  hidden: 64\n" in cnn.read_text()

@@ -41,6 +41,7 @@ SKELETONS = {
     "tests_conftest.py": "tests/conftest.py",
 }
 PROJECT_FILES_DIR = Path(__file__).with_name("project_files")
+SKELETONS_IN_REPO = "src/litforge/scaffold/project_files"
 TAG = re.compile(r"^v(?P<version>.+)\.post(?P<count>\d+)\+g(?P<sha>[0-9a-f]{12})$")
 
 
@@ -112,8 +113,12 @@ def render_files(files: dict[str, tuple[bytes, int]], pkg: str) -> dict[str, tup
         else:
             out[target] = (content, mode)
     for name, target in SKELETONS.items():
-        source = PROJECT_FILES_DIR / name
-        out[target] = (source.read_bytes(), source.stat().st_mode)
+        # The template commit's own skeletons (an update compares two commits' views).
+        committed = files.get(f"{SKELETONS_IN_REPO}/{name}")
+        if committed is None:
+            local = PROJECT_FILES_DIR / name
+            committed = (local.read_bytes(), local.stat().st_mode)
+        out[target] = committed
     return out
 
 
