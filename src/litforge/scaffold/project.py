@@ -141,17 +141,23 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         return new.tag
     data = {"source": str(source)} if template is not None else {}
     copier = _copier()
-    copier.run_update(
+    # copier.run_update takes no src_path (a template that moved); its Worker does, and
+    # copier 9.19 marks importing it from `copier` as deprecated.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Importing `Worker` from `copier`")
+        worker_class = copier.Worker
+    with worker_class(
+        src_path=str(new.path) if new.path != old_view else None,
         dst_path=project,
         data=data,
-        src_path=str(new.path) if new.path != old_view else None,
         vcs_ref=new.tag,
         defaults=True,
         overwrite=True,
         unsafe=True,
         quiet=True,
         conflict=conflict,
-    )
+    ) as worker:
+        worker.run_update()
     _say(
         f"updated {project} from {old_tag} to {new.tag}; review with `git diff`, resolve any "
         "conflict markers, then commit"
