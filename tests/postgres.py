@@ -8,13 +8,14 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.s3server import free_port
 
 USER, PASSWORD, DATABASE = "sweeper", "pg-s3cret-pw", "optuna"
 
@@ -32,12 +33,6 @@ def server_bin() -> Path | None:
         return Path(found).parent
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return Path(candidates[-1]).parent if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -61,7 +56,7 @@ def running() -> Iterator[Server]:
         root.chmod(0o755)
         for path in (root, sock, pwfile):
             os.chown(path, 65534, 65534)
-    port = _free_port()
+    port = free_port()
 
     def run(*command: str) -> None:
         subprocess.run(_as_server_user(list(command)), check=True, capture_output=True, cwd=root)

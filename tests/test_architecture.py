@@ -107,26 +107,23 @@ def test_capabilities_import_only_downwards():
     assert upward == []
 
 
-def test_importing_litforge_loads_nothing_else():
+def _loaded_by(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after `statement`."""
+    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
     result = subprocess.run(
-        [sys.executable, "-c", "import sys, litforge; print(sorted(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    loaded = eval(result.stdout)  # a printed list of names
+    return set(json.loads(result.stdout))
+
+
+def test_importing_litforge_loads_nothing_else():
+    loaded = _loaded_by("import litforge")
     assert [m for m in loaded if m.startswith("litforge")] == ["litforge"]
     assert "torch" not in loaded and "lightning" not in loaded
 
 
 def test_the_entry_point_module_loads_no_capability_until_a_run():
-    result = subprocess.run(
-        [sys.executable, "-c", "import sys, litforge.cli; print(sorted(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    ours = {m for m in eval(result.stdout) if m.startswith("litforge")}
+    ours = {m for m in _loaded_by("import litforge.cli") if m.startswith("litforge")}
     # `compose()` in a notebook: the foundation and the config search only.
     assert ours <= {"litforge", "litforge.cli", "litforge.conf", "litforge.errors",
                     "litforge.exits", "litforge.paths", "litforge.validation",

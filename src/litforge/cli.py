@@ -82,6 +82,13 @@ def entry_point(
     return main
 
 
+def hydra_configs(conf_dir: str | None) -> Any:
+    """Hydra's compose API over the project's conf/ (None: litforge's configs alone)."""
+    if conf_dir is not None:
+        return initialize_config_dir(config_dir=conf_dir, version_base="1.3")
+    return initialize_config_module("litforge.conf", version_base="1.3")
+
+
 def compose(
     overrides: list[str],
     run_dir: str | Path,
@@ -90,13 +97,7 @@ def compose(
 ) -> DictConfig:
     """The config `python {config_name}.py *overrides` would see, writing into run_dir;
     `conf_dir` is the project's conf/ (default: $LITFORGE_CONF, else ./conf)."""
-    root = project_conf_dir(conf_dir)
-    initialize: Any = (
-        initialize_config_dir(config_dir=root, version_base="1.3")
-        if root is not None
-        else initialize_config_module("litforge.conf", version_base="1.3")
-    )
-    with initialize:
+    with hydra_configs(project_conf_dir(conf_dir)):
         cfg = hydra_compose(config_name=config_name, overrides=quote_numeric_choices(overrides))
     with open_dict(cfg):
         cfg.run_dir = str(run_dir)

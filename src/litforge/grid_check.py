@@ -10,12 +10,12 @@ import tempfile
 from pathlib import Path
 
 from hydra import compose as hydra_compose
-from hydra import initialize_config_dir, initialize_config_module
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import open_dict
 
+from litforge.cli import hydra_configs
 from litforge.errors import ConfigError
 from litforge.validation.checks import check_config
 
@@ -30,12 +30,7 @@ def check_grid_jobs(argv: list[str], config_name: str, conf_dir: str | None) -> 
         return  # Hydra says what is wrong with them
     if not any(o.is_sweep_override() for o in parsed):
         return
-    init = (
-        initialize_config_dir(config_dir=conf_dir, version_base="1.3")
-        if conf_dir is not None
-        else initialize_config_module("litforge.conf", version_base="1.3")
-    )
-    with init:
+    with hydra_configs(conf_dir):
         try:
             whole = hydra_compose(config_name, overrides=_plain(parsed), return_hydra_config=True)
         except HydraException:

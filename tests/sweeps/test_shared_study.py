@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import optuna
 import pytest
 
 from tests import postgres
+from tests.s3server import free_port
 from tests.sweeps.test_dropin import APP, rows
 
 N_TRIALS = 6
@@ -114,12 +114,6 @@ def _rdb(pg: postgres.Server) -> optuna.storages.RDBStorage:
     return optuna.storages.RDBStorage(pg.url)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_dashboard_serves_a_sweeps_study(tmp_path):
     sweep = subprocess.run(
         [sys.executable, "app.py", f"hydra.sweep.dir={tmp_path / 's'}", "hydra.sweeper.n_trials=2"],
@@ -127,7 +121,7 @@ def test_the_dashboard_serves_a_sweeps_study(tmp_path):
     )  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr[-2000:]
     assert len(rows(tmp_path / "s")) == 2
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "litforge.sweeps.dashboard", str(tmp_path / "s"), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
