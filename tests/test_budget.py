@@ -179,7 +179,7 @@ def test_a_run_that_cannot_fit_stops_before_training_with_the_options(make_cfg, 
         "data.batch_size=1 trainer.accumulate_grad_batches=8 (same effective batch): ",
         "precision=bf16-mixed: ",
         "model.gradient_checkpointing=true: ",
-        "a card with more memory: T4 (16 GiB): ",
+        "a card with more memory: T4 (14.7 GiB usable): ",
     ]
     positions = [error.index(change) for change in changes]
     assert positions == sorted(positions)

@@ -25,7 +25,11 @@ CUDA_NAMES = {
     "NVIDIA A100 80GB PCIe": "A100",
     "NVIDIA A10": "A10",
     "NVIDIA GeForce RTX 4090": "RTX 4090",
-    "Tesla V100-SXM2-32GB": "V100",
+    "Tesla V100-SXM2-32GB": "V100 32GB",
+    "Tesla V100-SXM2-16GB": "V100",
+    "Tesla V100-PCIE-16GB": "V100 PCIe",
+    "Tesla V100-PCIE-32GB": "V100 PCIe 32GB",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe",
     "Tesla T4": "T4",
 }
 
@@ -58,6 +62,9 @@ def test_dense_peaks_of_the_cards_the_issue_names():
     # Ada: FP16/BF16 tensor cores with FP32 accumulate run at twice the FP32 rate.
     assert peak["RTX 4090"]["bfloat16"] == 165.2 and peak["RTX 4090"]["float32"] == 82.6
     assert "bfloat16" not in peak["V100"] and "tf32" not in peak["T4"]
+    # V100 datasheet: PCIe 14 TFLOP/s float32 and 112 fp16 tensor; SXM2 15.7 and 125.
+    assert peak["V100 PCIe"] == {"float32": 14.0, "float16": 112.0}
+    assert peak["V100"] == {"float32": 15.7, "float16": 125.0}
     assert find_card("NVIDIA H200").peak_flops("bfloat16") == pytest.approx(989.4e12)
 
 
@@ -112,8 +119,8 @@ def test_peak_dtype_follows_precision(precision, tf32, dtype):
         ("16000MiB", 16000 * 2**20),
         ("512kb", 512_000),
         ("1024", 1024),
-        ("H100", 80 * GIB),
-        ("NVIDIA A100-SXM4-40GB", 40 * GIB),
+        ("H100", int(79.1 * GIB)),  # what CUDA reports on an 80 GB card, not 80 GiB
+        ("NVIDIA A100-SXM4-40GB", int(39.4 * GIB)),
     ],
 )
 def test_parse_memory(text, size):
@@ -132,3 +139,12 @@ def test_parse_memory_errors_name_the_key(text):
 def test_no_memory_is_refused(text):
     with pytest.raises(ConfigError, match=r"is no memory to fit in; give a size above 0"):
         parse_memory(text)
+
+
+def test_fits_uses_the_memory_a_process_can_allocate():
+    usable = {c.name: c.usable_gib for c in CARDS}
+    assert usable["H100"] == usable["A100"] == 79.1 and usable["H200"] == 139.8
+    assert usable["L4"] == usable["A10"] == 22.0 and usable["T4"] == 14.7
+    assert usable["V100"] == 15.8 and usable["V100 32GB"] == 31.7
+    assert all(c.usable_gib < c.memory_gb for c in CARDS)  # the driver keeps some
+    assert find_card("Tesla V100-SXM2-16GB").memory_gb == 16

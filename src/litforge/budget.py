@@ -1,12 +1,17 @@
 """Memory budget: will this training run fit, and what to change when it does not.
 
     python -m litforge.budget [train.py overrides] [--compare] [--device-memory 80GiB|H100]
+                              [--attention fused|measured]
 
 prints, for the configured model, micro-batch, precision, gradient checkpointing,
 accumulation and optimizer, the bytes of weights, gradients, optimizer state and
 activations (how: `litforge.toolkit.budget.measure`), their total and the device's memory.
 `--compare` gives one row per precision the device runs, with and without gradient
-checkpointing; `--device-memory` adds a "fits" column for a given size or card.
+checkpointing; `--device-memory` adds a "fits" column for a given size or card (its
+usable memory, what CUDA reports). A question about a GPU counts attention as CUDA's
+fused kernels save it, whatever this machine runs (`--attention measured` does not). A
+large model is built on the meta device and measured by depth, so a 7B model's budget
+takes seconds and under 2 GB here.
 Training runs log the same figures through `litforge.toolkit.budget.callback`.
 
 The overrides compose the project's conf/ ($LITFORGE_CONF, else ./conf) as train.py does.
@@ -20,6 +25,7 @@ import tempfile
 
 import torch
 from hydra.errors import HydraException
+from lightning.fabric.utilities.init import _EmptyInit
 from omegaconf import DictConfig, OmegaConf
 
 from litforge.build import build_datamodule, build_module
@@ -27,9 +33,15 @@ from litforge.cli import check_group_choices, compose
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
-from litforge.toolkit.budget import report
-from litforge.toolkit.budget.estimate import device_limit, fsdp_shards, rows, subject_of
-from litforge.toolkit.budget.measure import Subject
+from litforge.toolkit.budget import depth, report
+from litforge.toolkit.budget.estimate import (
+    attention_for,
+    device_limit,
+    fsdp_shards,
+    rows,
+    subject_of,
+)
+from litforge.toolkit.budget.measure import SMALL_MODULE_BYTES, Subject
 from litforge.toolkit.hardware import parse_memory
 from litforge.validation.checks import check_config
 from litforge.validation.config_search import project_conf_dir
@@ -41,7 +53,11 @@ def from_config(cfg: DictConfig) -> Subject:
     accelerator = str(cfg.trainer.get("accelerator", "auto"))
     on_gpu = accelerator != "cpu" and torch.cuda.is_available()
     with torch.random.fork_rng():
-        module = build_module(cfg)
+        # On the meta device first: a 7B model's float32 weights do not fit in a laptop.
+        with torch.device("meta"), _EmptyInit():
+            module = build_module(cfg)
+        if depth.parameter_bytes(module) <= SMALL_MODULE_BYTES:
+            module = build_module(cfg)  # small: measured whole, on its real weights
     datamodule = build_datamodule(cfg)
     datamodule.setup("fit")
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
@@ -65,13 +81,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--device-memory", help="the memory to fit in: 80GiB, 24GB or a card (H100)"
     )
+    parser.add_argument(
+        "--attention",
+        choices=("fused", "measured"),
+        help="count attention as CUDA's fused kernels save it (the default for a GPU "
+        "question: --device-memory, or a run on CUDA) or as this machine's kernels do",
+    )
     args = parser.parse_args(argv)
     silence_known_upstream_warnings()
     with report_user_errors():
-        _print_budget(args.overrides, args.compare, args.device_memory)
+        _print_budget(args.overrides, args.compare, args.device_memory, args.attention)
 
 
-def _print_budget(overrides: list[str], compare: bool, device_memory: str | None) -> None:
+def _print_budget(
+    overrides: list[str], compare: bool, device_memory: str | None, attention: str | None
+) -> None:
     if device_memory is not None:
         parse_memory(device_memory)  # a typo fails before anything is built
     check_group_choices(overrides, "train", project_conf_dir())
@@ -81,6 +105,7 @@ def _print_budget(overrides: list[str], compare: bool, device_memory: str | None
         except HydraException as err:
             raise ConfigError(str(err).strip().splitlines()[0]) from None
         subject = from_config(cfg)
+    subject.attention = attention or attention_for(subject.device, device_memory)
     limit = device_limit(subject.device, device_memory, "--device-memory")
     precision = str(cfg.trainer.precision)
     found = rows(subject, compare, precision)

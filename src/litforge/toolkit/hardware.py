@@ -8,7 +8,12 @@ Used by the memory budget (`--device-memory H100`), the throughput/MFU callback 
 Peaks are dense (no 2:4 sparsity), tensor-core figures for tf32/bf16/fp16 and the plain
 FP32 figure for float32, in TFLOP/s, from each vendor datasheet named in the comment
 (datasheets headline the sparse figure, twice the dense one, marked with an asterisk).
-Memory is the datasheet's figure in GiB; the CUDA driver keeps a few hundred MiB of it.
+
+Memory comes twice: `memory_gb`, the datasheet's size, and `usable_gib`, what CUDA gives
+a process (`torch.cuda.get_device_properties().total_memory`, the "total capacity" of
+PyTorch's out-of-memory message), which is what "fits" is held against. The usable
+figures are typical reports on each card (a driver or ECC setting moves them by a few
+hundred MiB); the CUDA context (about 0.5 GiB) comes out of them too, and is not counted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ DTYPES = ("float32", "tf32", "bfloat16", "float16")
 @dataclass(frozen=True)
 class Card:
     name: str
-    memory_gib: float
+    memory_gb: float  # the datasheet's memory size
+    usable_gib: float  # what CUDA reports as the device's total memory
     # dtype name (DTYPES) -> dense peak TFLOP/s; a dtype the card lacks is absent
     peak_tflops: dict[str, float] = field(default_factory=dict)
     # other names the same card reports itself by
@@ -33,7 +39,8 @@ class Card:
 
     @property
     def memory_bytes(self) -> int:
-        return int(self.memory_gib * GIB)
+        """The usable memory, in bytes."""
+        return int(self.usable_gib * GIB)
 
     def peak_flops(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for `dtype` (a DTYPES name); None if the card lacks it."""
@@ -41,8 +48,8 @@ class Card:
         return None if tflops is None else tflops * 1e12
 
 
-def _card(name: str, gib: float, fp32: float, tf32: float | None, half: float | None,
-          bf16: bool = True, aliases: tuple[str, ...] = ()) -> Card:  # fmt: skip
+def _card(name: str, gb: float, usable: float, fp32: float, tf32: float | None,
+          half: float | None, bf16: bool = True, aliases: tuple[str, ...] = ()) -> Card:  # fmt: skip
     peaks = {"float32": fp32}
     if tf32 is not None:
         peaks["tf32"] = tf32
@@ -50,38 +57,49 @@ def _card(name: str, gib: float, fp32: float, tf32: float | None, half: float | 
         peaks["float16"] = half
         if bf16:
             peaks["bfloat16"] = half
-    return Card(name, gib, peaks, aliases)
+    return Card(name, gb, usable, peaks, aliases)
 
 
 # Most specific names first: a device name is matched against these in order. CUDA names
 # them "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200",
-# "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", ...
+# "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", "Tesla V100-PCIE-16GB", ...
 CARDS: tuple[Card, ...] = (
-    # NVIDIA H200 datasheet, nvidia.com/en-us/data-center/h200: SXM FP32 67, TF32 989*,
-    # BF16/FP16 1,979*; NVL FP32 60, TF32 835*, BF16/FP16 1,671*
-    _card("H200 NVL", 141, 60.0, 417.5, 835.5),
-    _card("H200", 141, 67.0, 494.7, 989.4),
-    # NVIDIA H100 datasheet, nvidia.com/en-us/data-center/h100 (NVL: FP32 60, TF32 835*,
-    # BF16/FP16 1,671*; PCIe: FP32 51, TF32 756*, BF16/FP16 1,513*) and the Hopper
-    # whitepaper's dense SXM5 figures (FP32 66.9, TF32 494.7, BF16/FP16 989.4)
-    _card("H100 NVL", 94, 60.0, 417.5, 835.5),
-    _card("H100 PCIe", 80, 51.0, 378.0, 756.0, aliases=("H100 HBM2e",)),
-    _card("H100", 80, 67.0, 494.7, 989.4),  # SXM5 ("NVIDIA H100 80GB HBM3")
-    # NVIDIA A100 datasheet: FP32 19.5, TF32 156, BF16/FP16 312 (dense), SXM and PCIe alike
-    _card("A100 40GB", 40, 19.5, 156.0, 312.0),
-    _card("A100", 80, 19.5, 156.0, 312.0),
-    # NVIDIA L40S datasheet: FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*)
-    _card("L40S", 48, 91.6, 183.0, 362.05),
-    # NVIDIA L4 datasheet: FP32 30.3, TF32 120*, BF16/FP16 242*
-    _card("L4", 24, 30.3, 60.0, 121.0),
-    # NVIDIA A10 datasheet: FP32 31.2, TF32 62.5, BF16/FP16 125 (dense)
-    _card("A10", 24, 31.2, 62.5, 125.0),
-    # NVIDIA Ada Lovelace architecture whitepaper, RTX 4090 (FP16/BF16 tensor, FP32 accumulate)
-    _card("RTX 4090", 24, 82.6, 82.6, 165.2),
-    # NVIDIA V100 datasheet (SXM2): no TF32, no bfloat16
-    _card("V100", 32, 15.7, None, 125.0, bf16=False),
-    # NVIDIA T4 datasheet: no TF32, no bfloat16
-    _card("T4", 16, 8.1, None, 65.0, bf16=False),
+    # NVIDIA H200 datasheet, nvidia.com/en-us/data-center/h200: 141 GB; SXM FP32 67, TF32
+    # 989*, BF16/FP16 1,979*; NVL FP32 60, TF32 835*, BF16/FP16 1,671*. Usable: 139.8 GiB
+    _card("H200 NVL", 141, 139.8, 60.0, 417.5, 835.5),
+    _card("H200", 141, 139.8, 67.0, 494.7, 989.4),
+    # NVIDIA H100 datasheet, nvidia.com/en-us/data-center/h100 (NVL 94 GB: FP32 60, TF32
+    # 835*, BF16/FP16 1,671*; PCIe 80 GB: FP32 51, TF32 756*, BF16/FP16 1,513*) and the
+    # Hopper whitepaper's dense SXM5 figures (FP32 66.9, TF32 494.7, BF16/FP16 989.4).
+    # Usable: 79.1 GiB (80 GB cards' typical "total capacity"), 93.1 GiB for the NVL
+    _card("H100 NVL", 94, 93.1, 60.0, 417.5, 835.5),
+    _card("H100 PCIe", 80, 79.1, 51.0, 378.0, 756.0, aliases=("H100 HBM2e",)),
+    _card("H100", 80, 79.1, 67.0, 494.7, 989.4),  # SXM5 ("NVIDIA H100 80GB HBM3")
+    # NVIDIA A100 datasheet: FP32 19.5, TF32 156, BF16/FP16 312 (dense), SXM and PCIe
+    # alike; usable 39.4 / 79.1 GiB
+    _card("A100 40GB", 40, 39.4, 19.5, 156.0, 312.0),
+    _card("A100", 80, 79.1, 19.5, 156.0, 312.0),
+    # NVIDIA L40S datasheet: 48 GB; FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*);
+    # usable 44.4 GiB
+    _card("L40S", 48, 44.4, 91.6, 183.0, 362.05),
+    # NVIDIA L4 datasheet: 24 GB; FP32 30.3, TF32 120*, BF16/FP16 242*; usable 22.0 GiB
+    _card("L4", 24, 22.0, 30.3, 60.0, 121.0),
+    # NVIDIA A10 datasheet: 24 GB; FP32 31.2, TF32 62.5, BF16/FP16 125 (dense); usable 22.0
+    _card("A10", 24, 22.0, 31.2, 62.5, 125.0),
+    # NVIDIA Ada Lovelace architecture whitepaper, RTX 4090: 24 GB; FP16/BF16 tensor with
+    # FP32 accumulate 165.2, FP32 82.6; usable 23.6 GiB
+    _card("RTX 4090", 24, 23.6, 82.6, 82.6, 165.2),
+    # NVIDIA V100 datasheet: SXM2 FP32 15.7, FP16 tensor 125; PCIe FP32 14, FP16 112;
+    # V100S datasheet: PCIe FP32 16.4, FP16 130. No TF32, no bfloat16. 16 or 32 GB:
+    # usable 15.8 / 31.7 GiB
+    _card("V100S PCIe", 32, 31.7, 16.4, None, 130.0, bf16=False),
+    _card("V100 PCIe 32GB", 32, 31.7, 14.0, None, 112.0, bf16=False),
+    _card("V100 PCIe", 16, 15.8, 14.0, None, 112.0, bf16=False),
+    _card("V100 32GB", 32, 31.7, 15.7, None, 125.0, bf16=False),  # SXM2 32 GB
+    _card("V100", 16, 15.8, 15.7, None, 125.0, bf16=False),  # SXM2 16 GB
+    # NVIDIA T4 datasheet: 16 GB; FP32 8.1, FP16 tensor 65. No TF32, no bfloat16; usable
+    # 14.7 GiB
+    _card("T4", 16, 14.7, 8.1, None, 65.0, bf16=False),
 )
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*", re.IGNORECASE)
@@ -142,3 +160,15 @@ def parse_memory(text: str, key: str = "--device-memory") -> int:
         f"{key}={text!r} is neither a size (like 80GiB, 24GB, 16000MiB) nor a card name "
         f"(one of: {names})"
     )
+
+
+def available_ram() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), in bytes; None elsewhere."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

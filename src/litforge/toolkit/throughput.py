@@ -17,34 +17,31 @@ Not `ThroughputMonitor` itself, because in lightning 2.6.6 it
     interleave with the training steps of metrics.csv.
 Validation time is left out of the training rates, as ThroughputMonitor does.
 
-FLOPs per batch are counted once, with Lightning's `measure_flops` on a meta-device copy of
-the first batch and the model's parameters (no memory, no compute, no RNG draws), forward
-plus backward; later batches scale that count by their number of samples. On meta tensors
-attention is counted on every machine: on real CPU tensors torch 2.13's FlopCounterMode
-counts nothing for the fused attention kernel (pytorch/pytorch#195460). With gradient
-checkpointing the count includes the recomputed forward.
+FLOPs per batch are counted once, on meta tensors (`litforge.toolkit.flops`); later
+batches scale that count by their number of samples.
+
+MFU is PaLM's (Chowdhery et al. 2022, appendix B): model FLOPs only, so a run with gradient
+checkpointing is counted as the same run without it; `train/device/hfu` beside it counts
+the hardware's FLOPs, the recomputed forward included (the two are equal without
+checkpointing). A CUDA card the table does not know trains with one warning and no MFU
+until `callbacks.throughput.available_flops` names its peak.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import lightning as L
 import torch
-from lightning.fabric.utilities.throughput import Throughput, measure_flops
+from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.utilities.data import extract_batch_size
-from torch import nn
-from torch.distributed.fsdp import FSDPModule
-from torch.func import functional_call
 
 from litforge import console
-from litforge.checkpointing.model_record import model_config
 from litforge.errors import ConfigError
-from litforge.toolkit.budget.measure import rebuild
-from litforge.toolkit.hardware import CARDS, GIB, find_card, peak_dtype
+from litforge.toolkit.flops import measure_or_warn, token_count
+from litforge.toolkit.hardware import GIB, find_card, peak_dtype
 
 KEY = "callbacks.throughput"
 
@@ -62,7 +59,8 @@ class ThroughputMFU(L.Callback):
                 "(logging points the rates average over)"
             )
         self.window_size = window_size
-        self.flops_per_batch: int | None = None  # of the first batch, once measured
+        self.flops_per_batch: int | None = None  # model FLOPs of the first batch, once measured
+        self.hardware_flops_per_batch: int | None = None  # with recomputation, if any
         self._device = torch.device("cpu")
         self._throughput: Throughput | None = None  # None: nothing to measure or log
         self._val_start: float | None = None
@@ -133,7 +131,8 @@ class ThroughputMFU(L.Callback):
         if not self._first_samples:
             self._first_samples = samples
             self._count_tokens = token_count(batch) is not None
-            self.flops_per_batch = _measure_or_warn(pl_module, batch, trainer)
+            counted = measure_or_warn(pl_module, batch, trainer)
+            self.flops_per_batch, self.hardware_flops_per_batch = counted or (None, None)
         self._batches += 1
         self._samples += samples
         if self._count_tokens:
@@ -155,7 +154,11 @@ class ThroughputMFU(L.Callback):
             flops=self._flops_since_update if self.flops_per_batch is not None else None,
         )
         self._flops_since_update = 0
-        metrics = {f"train/{k}": v for k, v in self._throughput.compute().items()}
+        rates = self._throughput.compute()
+        if self.flops_per_batch and self.hardware_flops_per_batch:
+            ratio = self.hardware_flops_per_batch / self.flops_per_batch
+            rates.update({k[:-3] + "hfu": v * ratio for k, v in rates.items() if k.endswith("mfu")})
+        metrics = {f"train/{k}": v for k, v in rates.items()}
         trainer._logger_connector.log_metrics(metrics)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -196,7 +199,7 @@ def resolve_available_flops(
 ) -> float | None:
     """The peak FLOP/s MFU divides by: `override` if given (0 -> None), else the table's
     dense peak for `device_name` (a CUDA device name; None on CPU, where there is none) at
-    the compute dtype of `precision`. A CUDA card or dtype the table lacks is a ConfigError."""
+    the compute dtype of `precision`. A CUDA card or dtype the table lacks: one warning, None."""
     if override is not None:
         return override or None
     if device_name is None:
@@ -207,85 +210,11 @@ def resolve_available_flops(
     if peak is not None:
         return peak
     if card is None:
-        why = f"{device_name!r} is not in litforge.toolkit.hardware.CARDS ({', '.join(c.name for c in CARDS)})"
+        why = f"{device_name!r} is not in litforge.toolkit.hardware.CARDS"
     else:
         why = f"litforge.toolkit.hardware has no {dtype or precision} peak for the {card.name}"
-    raise ConfigError(
-        f"{KEY}.available_flops is needed: {why}; set it to the card's dense peak FLOP/s per "
-        f"device for precision {precision} (a number, e.g. 989.4e12), or 0 to log no MFU"
+    console.warn(
+        f"throughput: no MFU: {why}; set {KEY}.available_flops to the card's dense peak "
+        f"FLOP/s per device for precision {precision} (e.g. 989.4e12) to log it"
     )
-
-
-def first_tensor(batch: Any) -> torch.Tensor | None:
-    """The first tensor in a (nested) batch: the input of (x, y), a dict's first value."""
-    if isinstance(batch, torch.Tensor):
-        return batch
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, Sequence) and not isinstance(batch, str):
-        for item in batch:
-            found = first_tensor(item)
-            if found is not None:
-                return found
     return None
-
-
-def token_count(batch: Any) -> int | None:
-    """B*T when the batch's input is a (B, T) tensor of token ids; None for anything else."""
-    x = first_tensor(batch)
-    if (
-        x is None
-        or x.dim() != 2
-        or x.is_floating_point()
-        or x.is_complex()
-        or x.dtype == torch.bool
-    ):
-        return None
-    return x.numel()
-
-
-class _ForwardBackward(nn.Module):
-    """forward + backward in one call: functional_call swaps in the meta parameters only
-    for the length of a call, and gradient checkpointing recomputes inside backward."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> None:
-        out = self.model(x)
-        out = out if isinstance(out, torch.Tensor) else first_tensor(out)
-        if out is None:
-            raise TypeError(f"{type(self.model).__name__}(x) returned no tensor")
-        out.sum().backward()
-
-
-def step_flops(model: nn.Module, x: torch.Tensor) -> int:
-    """FLOPs of one forward and backward of `model` on `x`, counted on meta tensors."""
-    step = _ForwardBackward(model)
-    meta = {
-        name: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
-        for name, p in step.named_parameters()
-    }
-    meta.update({name: torch.empty_like(b, device="meta") for name, b in step.named_buffers()})
-    x_meta = torch.empty_like(x, device="meta")
-    with torch.enable_grad():
-        return measure_flops(step, lambda: functional_call(step, meta, (x_meta,)))
-
-
-def _measure_or_warn(pl_module: L.LightningModule, batch: Any, trainer: L.Trainer) -> int | None:
-    x = first_tensor(batch)
-    try:
-        if x is None:
-            raise TypeError("the batch holds no tensor")
-        model: nn.Module = pl_module
-        if any(isinstance(m, FSDPModule) for m in pl_module.modules()):
-            # trainer=fsdp: the sharded module's forward gathers weights from every rank, and
-            # only rank 0 measures; an unsharded twin on meta tensors has the same FLOPs.
-            with torch.device("meta"):
-                model = rebuild(pl_module, model_config(trainer))
-        # What training_step sees: "-true" precisions cast floating inputs.
-        return step_flops(model, trainer.precision_plugin.convert_input(x))
-    except Exception as err:  # noqa: BLE001 - any model may fail on meta tensors
-        console.warn("throughput: FLOPs not measured, so no FLOP/s or MFU: %s", err)
-        return None

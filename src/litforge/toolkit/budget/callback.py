@@ -17,6 +17,7 @@ from litforge.launch.fsdp import is_sharded
 from litforge.toolkit.budget import report
 from litforge.toolkit.budget.estimate import device_limit, subject_of
 from litforge.toolkit.budget.measure import Row
+from litforge.toolkit.hardware import available_ram
 from litforge.validation.rules import Bool, Int
 
 KEY = "callbacks.memory_budget"
@@ -135,18 +136,6 @@ class MemoryBudget(L.Callback):
     def _compares(self, trainer: L.Trainer) -> bool:
         cuda = trainer.strategy.root_device.type == "cuda"
         return cuda and trainer.is_global_zero and self.estimate is not None
-
-
-def available_ram() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux), in bytes; None elsewhere."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def ram_problem(per_process: int, processes: int, available: int | None = None) -> str | None:

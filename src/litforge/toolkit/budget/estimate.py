@@ -17,9 +17,9 @@ from litforge.errors import LitforgeError
 from litforge.launch import processes
 from litforge.toolkit.budget import report
 from litforge.toolkit.budget.measure import Row, Subject, precisions_for, saved_bytes
-from litforge.toolkit.hardware import parse_memory
+from litforge.toolkit.hardware import find_card, parse_memory
 
-__all__ = ["device_limit", "fsdp_shards", "rows", "saved_bytes", "subject_of"]
+__all__ = ["attention_for", "device_limit", "fsdp_shards", "rows", "saved_bytes", "subject_of"]
 
 
 def subject_of(
@@ -58,11 +58,23 @@ def device_limit(device: torch.device, given: str | int | None, key: str) -> rep
     the table), else the GPU's own memory; a CPU has no limit of its own."""
     if given is not None:
         size = parse_memory(str(given), key)
+        card = find_card(str(given))
+        if card is not None:
+            label = (
+                f"{key}={given}: {card.name}, {report.size(size)} usable of {card.memory_gb:g} GB"
+            )
+            return report.Limit(size, label)
         return report.Limit(size, f"{key}={given}: {report.size(size)}")
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return report.Limit(props.total_memory, f"{props.name}: {report.size(props.total_memory)}")
     return report.Limit(None, "CPU (no limit)")
+
+
+def attention_for(device: torch.device, given: str | int | None) -> str:
+    """How to count attention: on a GPU as it runs there; on a CPU asked about a GPU's
+    memory (`given`) as CUDA's fused kernels save it; on a CPU alone as it runs here."""
+    return "fused" if device.type == "cpu" and given is not None else "measured"
 
 
 def rows(subject: Subject, compare: bool, precision: str) -> list[Row]:

@@ -4,116 +4,44 @@ Weights, gradients and optimizer state are exact: the module is rebuilt uninitia
 the meta device, no memory, when it is large), converted by Lightning's precision plugin,
 and its own `configure_optimizers` optimizer takes one step, so its state tensors are the
 ones training would create.
-Activations are measured: the bytes autograd saves for backward in one `training_step` of
-the module (parameters excluded), under the plugin's `train_step_context` as Lightning runs
-it, at 1 and 2 samples and scaled linearly to the micro-batch.
+Activations are measured (`litforge.toolkit.budget.activations`): the bytes autograd saves
+for backward in one `training_step`, whole for a small module, by depth for a large one,
+with attention counted as CUDA's fused kernels save it when the question is about a GPU
+(`litforge.toolkit.budget.attention`).
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.fabric.utilities.init import _EmptyInit
 from lightning.pytorch.core.optimizer import _configure_optimizers
-from lightning.pytorch.plugins.precision import HalfPrecision, MixedPrecision, Precision
-from lightning_utilities.core.apply_func import apply_to_collection
 from torch.utils._pytree import tree_leaves
 from torch.utils.data import default_collate
 
 from litforge.errors import LitforgeError
-from litforge.precision import normalize
+from litforge.toolkit.budget import activations, depth
+from litforge.toolkit.budget.activations import Activations
+from litforge.toolkit.budget.copies import (
+    ORDER,
+    effective,
+    has_checkpointing,
+    precision_plugin,
+    precisions_for,
+    rebuild,
+    saved_bytes,
+)
 
-# Rows of `--compare`, in this order; each device keeps those it can run.
-ORDER = ("32", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
-SMALL_MODULE_BYTES = 64 * 2**20  # state_bytes steps a CPU copy up to this size, else meta
-_NO_LOG_WARNING = r".*self\.log\(\)` but the `self\.trainer` reference is not registered.*"
+__all__ = [
+    "ORDER", "Row", "States", "Subject", "effective", "precision_plugin", "precisions_for",
+    "rebuild", "saved_bytes", "state_bytes",
+]  # fmt: skip
 
-
-def precisions_for(device: torch.device) -> tuple[str, ...]:
-    """Precisions the device runs: CPU has no float16 autocast; CUDA needs bf16 support."""
-    if device.type != "cuda":
-        return ("32", "bf16-mixed", "bf16-true")
-    bf16 = torch.cuda.is_bf16_supported()
-    return tuple(p for p in ORDER if bf16 or "bf16" not in p)
-
-
-def effective(precision: str, device: torch.device) -> str:
-    """What Lightning runs: on CPU it swaps 16-mixed for bf16-mixed."""
-    name = normalize(precision)
-    return "bf16-mixed" if name == "16-mixed" and device.type == "cpu" else name
-
-
-def precision_plugin(precision: str, device: torch.device) -> Precision:
-    """The plugin `Trainer(precision=...)` builds for this device (tests compare them)."""
-    name = effective(precision, device)
-    if name.endswith("-mixed"):
-        return MixedPrecision(name, device.type)  # type: ignore[arg-type]
-    if name in ("bf16-true", "16-true"):
-        return HalfPrecision(name)  # type: ignore[arg-type]
-    return Precision()
-
-
-def saved_bytes(step: Callable[[], Any], exclude: Iterable[torch.Tensor] = ()) -> int:
-    """Bytes autograd saves for backward while `step()` runs, each storage counted once;
-    the storages of `exclude` (parameters, buffers: they exist anyway) are not counted."""
-    skip = {(t.device, t.untyped_storage().data_ptr()) for t in exclude}
-    storages: dict[tuple[torch.device, int], int] = {}
-    kept: list[torch.Tensor] = []  # alive until counted, so no address is reused meanwhile
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        key = (t.device, storage.data_ptr())
-        if key not in skip:
-            storages[key] = storage.nbytes()
-            kept.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = step()
-    del out
-    kept.clear()
-    return sum(storages.values())
-
-
-def has_checkpointing(module: L.LightningModule) -> bool:
-    return "gradient_checkpointing" in inspect.signature(type(module).__init__).parameters
-
-
-def rebuild(
-    module: L.LightningModule, config: dict[str, Any] | None = None, **changes: Any
-) -> L.LightningModule:
-    """A fresh module of the same kind, with `changes` to its top-level arguments: built
-    from its `config` (the `model` group) when given, else from its saved hyperparameters
-    (as `load_from_checkpoint` does, keeping those the constructor takes), else a copy of
-    `module` itself (when `changes` change nothing). RNG: the caller forks it."""
-    if config is not None:
-        from hydra.utils import instantiate
-
-        return instantiate({**config, **changes}, _convert_="all")
-    params = inspect.signature(type(module).__init__).parameters
-    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in {**module.hparams, **changes}.items() if anything or k in params}
-    try:
-        return type(module)(**kwargs)
-    except TypeError as err:
-        if any(module.hparams.get(k) != v for k, v in changes.items()):
-            raise LitforgeError(
-                f"the memory budget rebuilds {type(module).__name__} with {changes} and could "
-                f"not ({err}); build it from the model config (train.py does)"
-            ) from err
-    trainer, module._trainer = module._trainer, None  # a copy, not of the whole Trainer
-    try:
-        return copy.deepcopy(module)
-    finally:
-        module._trainer = trainer
+SMALL_MODULE_BYTES = 64 * 2**20  # larger modules are measured on meta copies, by depth
 
 
 @dataclass(frozen=True)
@@ -198,9 +126,9 @@ class Row:
 class Subject:
     """The configured module and training samples, measured on `device`.
 
-    `module` is only read (hyperparameters, state dict): every measurement runs on a
-    rebuilt copy inside `torch.random.fork_rng`, so a training run's RNG and weights are
-    left as they were.
+    `module` is only read (hyperparameters, state dict; a large one may be on the meta
+    device): every measurement runs on a rebuilt copy inside `torch.random.fork_rng`, so a
+    training run's RNG and weights are left as they were.
     """
 
     module: L.LightningModule
@@ -211,7 +139,10 @@ class Subject:
     # trainer=fsdp: processes the weights, gradients and optimizer state are sharded over
     shards: int = 1
     config: dict[str, Any] | None = None  # the `model` group the module was built from
-    _activations: dict[tuple[str, bool | None], tuple[int, int]] = field(default_factory=dict)
+    # "fused": attention counted as CUDA's fused kernels save it; "measured": as it runs here
+    attention: str = "measured"
+    by_depth: bool | None = None  # None: by depth when the module is large
+    _activations: dict[tuple[str, bool | None], Activations] = field(default_factory=dict)
     _states: dict[str, States] = field(default_factory=dict)
 
     @property
@@ -235,33 +166,33 @@ class Subject:
     def activation_bytes(
         self, precision: str, checkpointing: bool | None, *sizes: int
     ) -> list[int]:
-        """Saved-for-backward bytes of one training_step on each number of samples."""
-        plugin = precision_plugin(precision, self.device)
-        changes = {} if checkpointing is None else {"gradient_checkpointing": checkpointing}
-        with torch.random.fork_rng(self._rng_devices()):
-            with _EmptyInit():  # the weights come from the module: no random init
-                copy = rebuild(self.module, self.config, **changes)
-            copy.load_state_dict(self.module.state_dict())
-            copy = plugin.convert_module(copy).to(self.device).train()
-            kept = [*copy.parameters(), *copy.buffers()]
-            found = []
-            for n in sizes:
-                batch = plugin.convert_input(self.batch(n))
-                batch = apply_to_collection(batch, torch.Tensor, lambda t: t.to(self.device))
-                with plugin.train_step_context(), warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message=_NO_LOG_WARNING)
-                    found.append(saved_bytes(partial(copy.training_step, batch, 0), kept))
-            return found
+        """Saved-for-backward bytes of one training_step of the whole module on each
+        number of samples."""
+        runs = [(None, n) for n in sizes]
+        return activations.measure_copies(self, precision, checkpointing, runs)[0]
+
+    @property
+    def measured_by_depth(self) -> bool:
+        """A large module (or one on the meta device) with its repeated blocks in one
+        container is measured by depth; `by_depth` True/False decides instead."""
+        if self.by_depth is not None:
+            return self.by_depth and depth.find_blocks(self.module) is not None
+        large = depth.parameter_bytes(self.module) > SMALL_MODULE_BYTES
+        meta = any(p.is_meta for p in self.module.parameters())
+        return (large or meta) and depth.find_blocks(self.module) is not None
+
+    def activation_model(self, precision: str, checkpointing: bool | None) -> Activations:
+        """The setting's activations, linear in the micro-batch (measured once)."""
+        key = (effective(precision, self.device), checkpointing)
+        if key not in self._activations:
+            how = activations.by_depth if self.measured_by_depth else activations.whole
+            self._activations[key] = how(self, precision, checkpointing)
+        return self._activations[key]
 
     def activations(self, precision: str, checkpointing: bool | None, batch_size: int) -> int:
         """Activation bytes at `batch_size`: measured at 1 and 2 samples, linear beyond
         (a fixed part such as position embeddings, plus the same amount per sample)."""
-        key = (effective(precision, self.device), checkpointing)
-        if key not in self._activations:
-            one, two = self.activation_bytes(precision, checkpointing, 1, 2)
-            self._activations[key] = (one, two)
-        one, two = self._activations[key]
-        return one + (batch_size - 1) * (two - one)
+        return self.activation_model(precision, checkpointing).at(batch_size)
 
     def states(self, precision: str) -> States:
         """Mixed precision keeps float32 weights, gradients and state; true half halves them."""

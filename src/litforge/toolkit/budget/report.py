@@ -115,8 +115,36 @@ def notes(rows: list[Row], subject: Subject, limit: Limit) -> list[str]:
         )
     if any(normalize(r.precision) != r.effective for r in rows):
         lines.append("16-mixed on CPU: Lightning runs bfloat16 autocast (bf16-mixed) instead")
-    if subject.device.type == "cpu" and limit.size is not None:
-        lines.append("activations measured with CPU kernels; CUDA's fused attention may save less")
+    lines += measurement_notes(subject, rows[0])
+    return lines
+
+
+def measurement_notes(subject: Subject, row: Row) -> list[str]:
+    """How the activations were measured: whole or by depth, and which attention kernel
+    the figure assumes."""
+    found = subject.activation_model(row.precision, row.checkpointing)
+    lines = []
+    if found.layers is not None:
+        unit = type(subject.module).shard_unit.__name__  # type: ignore[attr-defined]
+        lines.append(
+            f"activations measured by depth: without and with one of the model's "
+            f"{found.layers} {unit} blocks (its shard_unit), {size(found.per_layer or 0)} per "
+            f"block and sample, times {found.layers}"
+        )
+    here = "this GPU's" if subject.device.type == "cuda" else "this machine's"
+    if subject.attention == "measured":
+        lines.append(f"attention: counted as {here} kernels save it")
+    elif found.fused_calls:
+        lines.append(
+            "attention: counted as CUDA's fused kernels (flash / memory-efficient) save it: "
+            f"inputs, output and log-sum-exp, whatever {here} kernel keeps "
+            "(--attention measured counts that instead)"
+        )
+    else:
+        lines.append(
+            "attention: the model calls no scaled_dot_product_attention, so it is counted as "
+            f"{here} kernels save it"
+        )
     return lines
 
 
@@ -165,7 +193,7 @@ def options(subject: Subject, row: Row, limit: Limit) -> list[Option]:
         key=lambda c: c.memory_bytes,
     )
     if card is not None:
-        name = f"a card with more memory: {card.name} ({card.memory_gib:g} GiB)"
+        name = f"a card with more memory: {card.name} ({card.usable_gib:g} GiB usable)"
         found.append(Option(name, row.total, True))
     return found
 
