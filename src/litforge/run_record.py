@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import socket
 import subprocess
@@ -71,6 +72,32 @@ def floats(values: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 @rank_zero_only
+@rank_zero_only
+def update(run_dir: Path, **fields: Any) -> None:
+    """Add `fields` to run.json (written at the start of the run)."""
+    path = Path(run_dir) / "run.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = {}
+    record.update(fields)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: its start time in /proc; elsewhere, since
+    litforge was imported)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
+
+
+_IMPORTED = time.monotonic()
+
+
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     """metrics.json, then one line with the val/ and test/ figures and where the run lives."""
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -8,9 +8,11 @@ import math
 import re
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from lightning.fabric.utilities.throughput import measure_flops
+from lightning.pytorch.loggers import CSVLogger
 
 from litforge import build
 from litforge.errors import ConfigError
@@ -225,3 +227,71 @@ def test_mfu_is_palms_with_checkpointing_and_hfu_counts_the_recomputation(make_c
         assert per_token == pytest.approx(palm, rel=0.01)
         assert r["train/device/mfu"] == pytest.approx(r["train/device/flops_per_sec"] / 1e11)
         assert r["train/device/hfu"] == pytest.approx(r["train/device/mfu"] * recomputing / plain)
+
+
+class _SlowDigits(torch.utils.data.Dataset):
+    """Each sample takes 10 ms to load: a data-bound run."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        import time
+
+        time.sleep(0.01)
+        return torch.randn(4), torch.tensor(i % 2)
+
+
+class _Tiny(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 2)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("slow", [True, False])
+def test_data_wait_share_is_logged_and_a_stall_is_explained_once(tmp_path, caplog, slow):
+    data = (
+        _SlowDigits()
+        if slow
+        else torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(2, (64,)))
+    )
+    trainer = L.Trainer(
+        accelerator="cpu", max_steps=8, log_every_n_steps=2, logger=CSVLogger(tmp_path),
+        callbacks=[ThroughputMFU(window_size=2)], enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, "litforge"):
+        trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    shares = [r["train/data_wait_share"] for r in _csv_rows(tmp_path, "train/data_wait_share")]
+    assert len(shares) == 4
+    warned = [
+        r.getMessage() for r in caplog.records if "waits for the next batch" in r.getMessage()
+    ]
+    if slow:
+        assert min(shares) > 0.5, shares
+        (message,) = warned
+        assert "(the DataLoader has num_workers=0, pin_memory=False" in message
+        assert "Try data.num_workers=N" in message
+    else:
+        assert max(shares) < 0.5 and not warned, shares
+
+
+def _csv_rows(root: Path, key: str) -> list[dict[str, float]]:
+    (path,) = root.rglob("metrics.csv")
+    with open(path, newline="") as file:
+        return [
+            {k: float(v) for k, v in r.items() if v} for r in csv.DictReader(file) if r.get(key)
+        ]
+
+
+def test_bad_data_wait_warn():
+    for value in (0, 1.5, "x", True):
+        with pytest.raises(ConfigError, match=r"^callbacks\.throughput\.data_wait_warn="):
+            ThroughputMFU(data_wait_warn=value)

@@ -19,6 +19,7 @@ from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.rng import RngState
+from litforge.checkpointing.run_costs import RunCosts
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import ConfigError
@@ -59,6 +60,7 @@ class StoreCheckpointing(Checkpointing):
         saver: StoreCheckpoint,
         resume_from: Path | None,
         locks: list[RunLock] | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         super().__init__(resume_from)
         self.store = store
@@ -67,6 +69,8 @@ class StoreCheckpointing(Checkpointing):
         self.locks = locks or []
         self.preemption = Preemption(saver)
         self.callbacks = [saver, RngState(), self.preemption]
+        if run_dir is not None:
+            self.callbacks.append(RunCosts(run_dir, saver))
 
     def finish(self, trainer: L.Trainer) -> Best:
         """Wait for every upload, then raise `Preempted` if a signal stopped training.
@@ -182,7 +186,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
         resumed_from=resumed_name,
         resume_hint=resume_hint(cfg),
     )
-    return StoreCheckpointing(store, saver, ckpt_path, locks)
+    return StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir))
 
 
 def resume_hint(cfg: DictConfig) -> str:

@@ -40,6 +40,7 @@ from lightning.pytorch.utilities.data import extract_batch_size
 
 from litforge import console
 from litforge.errors import ConfigError
+from litforge.toolkit.data_wait import DataWait
 from litforge.toolkit.flops import measure_or_warn, token_count
 from litforge.toolkit.hardware import GIB, find_card, peak_dtype
 
@@ -49,10 +50,26 @@ KEY = "callbacks.throughput"
 class ThroughputMFU(L.Callback):
     """available_flops: dense peak FLOP/s of one device, overriding `litforge.toolkit.hardware`'s
     table (null: the table; 0: log no MFU). window_size: how many logging points (one every
-    `trainer.log_every_n_steps` optimizer steps) the rates average over, at least 2."""
+    `trainer.log_every_n_steps` optimizer steps) the rates average over, at least 2.
+    data_wait_warn: the share of step time spent waiting for the next batch
+    (`train/data_wait_share`, `litforge.toolkit.data_wait`) above which it says, once,
+    what to try."""
 
-    def __init__(self, available_flops: float | None = None, window_size: int = 3) -> None:
+    def __init__(
+        self,
+        available_flops: float | None = None,
+        window_size: int = 3,
+        data_wait_warn: float = 0.25,
+    ) -> None:
         self.available_flops = _check_flops(available_flops)
+        ok = isinstance(data_wait_warn, (int, float)) and not isinstance(data_wait_warn, bool)
+        if not ok or not 0 < data_wait_warn <= 1:
+            raise ConfigError(
+                f"{KEY}.data_wait_warn={data_wait_warn!r} must be a share of step time in "
+                "(0, 1] (1: never warn)"
+            )
+        self.data_wait_warn = float(data_wait_warn)
+        self._wait: DataWait | None = None
         if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 2:
             raise ConfigError(
                 f"{KEY}.window_size={window_size!r} must be an integer >= 2 "
@@ -88,6 +105,11 @@ class ThroughputMFU(L.Callback):
         self._throughput = Throughput(
             available_flops=peak, world_size=trainer.world_size, window_size=self.window_size
         )
+        self._wait = DataWait(self._device, self.data_wait_warn)
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._wait is not None and trainer.is_global_zero:
+            self._wait.batch_start()
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._throughput is None:
@@ -127,6 +149,8 @@ class ThroughputMFU(L.Callback):
     ) -> None:
         if self._throughput is None or not trainer.is_global_zero:
             return
+        if self._wait is not None:
+            self._wait.batch_end()
         samples = extract_batch_size(batch)
         if not self._first_samples:
             self._first_samples = samples
@@ -159,6 +183,10 @@ class ThroughputMFU(L.Callback):
             ratio = self.hardware_flops_per_batch / self.flops_per_batch
             rates.update({k[:-3] + "hfu": v * ratio for k, v in rates.items() if k.endswith("mfu")})
         metrics = {f"train/{k}": v for k, v in rates.items()}
+        share = self._wait.share() if self._wait is not None else None
+        if share is not None:
+            metrics["train/data_wait_share"] = share
+            self._wait.advise(share, trainer.train_dataloader)  # type: ignore[union-attr]
         trainer._logger_connector.log_metrics(metrics)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -169,6 +197,8 @@ class ThroughputMFU(L.Callback):
         if self._throughput is not None and self._val_start is not None:
             self._t0 += self._now() - self._val_start  # the training clock stood still
             self._val_start = None
+        if self._wait is not None:
+            self._wait.skip()
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._throughput is not None and self._device.type == "cuda":
