@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 
 from litforge.conf import LIBRARY_CONF_DIR
 
@@ -176,3 +177,25 @@ def conf_options(group: str) -> list[str]:
     """The options of `group` from both places (a project file shadows the library's)."""
     found = [*(CONF / group).glob("*.yaml"), *(LIBRARY_CONF_DIR / group).glob("*.yaml")]
     return sorted({p.stem for p in found})
+
+
+class OutOfMemoryAt(L.Callback):
+    """Raise torch.OutOfMemoryError in one phase of optimizer step `step`: forward,
+    backward, optimizer, validation (as CUDA's allocator would)."""
+
+    HOOKS = {
+        "forward": "on_train_batch_start",
+        "backward": "on_before_backward",
+        "optimizer": "on_before_optimizer_step",
+        "validation": "on_validation_batch_start",
+    }
+
+    def __init__(self, phase: str, step: int = 2) -> None:
+        self.phase, self.step = phase, step
+        setattr(self, self.HOOKS[phase], self._maybe_raise)
+
+    def _maybe_raise(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step >= self.step and not trainer.sanity_checking:
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 2.00 GiB (tests.helpers.OutOfMemoryAt)"
+            )

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from omegaconf import DictConfig
 
 from litforge import build, checkpointing, console, run_record
 from litforge.cli import entry_point
+from litforge.toolkit.budget import oom
 from litforge.tracking import lifecycle as tracking
 from litforge.validation.checks import check_config
 
@@ -31,9 +33,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
     try:
-        trainer.fit(
-            module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True
-        )
+        try:
+            trainer.fit(
+                module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True
+            )
+        except torch.OutOfMemoryError as err:
+            raise oom.explain(trainer, err) from err
         metrics = run_record.floats(trainer.callback_metrics)
         best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
     finally:

@@ -5,6 +5,7 @@ conf/callbacks/memory_budget.yaml; the figures are `python -m litforge.budget`'s
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -14,7 +15,7 @@ from litforge import console
 from litforge.checkpointing.model_record import model_config
 from litforge.errors import ConfigError, LitforgeError
 from litforge.launch.fsdp import is_sharded
-from litforge.toolkit.budget import report
+from litforge.toolkit.budget import oom, report
 from litforge.toolkit.budget.estimate import device_limit, subject_of
 from litforge.toolkit.budget.measure import Row
 from litforge.toolkit.hardware import available_ram
@@ -39,6 +40,11 @@ class MemoryBudget(L.Callback):
     compare_after_steps: optimizer steps before the GPU comparison.
     oversubscribe: on CPU, start processes whose estimates together exceed the RAM
         available (processes.oversubscribe); else that stops the run in one line.
+    snapshot: on CUDA, record allocations and write run_dir/memory_snapshot.pickle when the
+        run runs out of memory (`litforge.toolkit.budget.oom`; it slows CUDA allocation).
+
+    It also follows the phase of each step (forward, backward, optimizer step,
+    validation), which an out-of-memory report names.
 
     The measurements run on rebuilt copies of the module inside `torch.random.fork_rng`,
     so training (weights, RNG streams, data order) is the same with or without this.
@@ -50,12 +56,14 @@ class MemoryBudget(L.Callback):
         enforce: bool = True,
         compare_after_steps: int = 3,
         oversubscribe: bool = False,
+        snapshot: bool = False,
     ) -> None:
         if device_memory is not None:  # parsed now: a typo fails before anything runs
             device_limit(torch.device("cpu"), device_memory, f"{KEY}.device_memory")
         for name, value, rule in (
             ("enforce", enforce, Bool()),
             ("compare_after_steps", compare_after_steps, Int(1)),
+            ("snapshot", snapshot, Bool()),
         ):
             if (reason := rule.problem(value)) is not None:
                 raise ConfigError(f"{KEY}.{name}={value!r} is invalid; {reason}")
@@ -63,12 +71,22 @@ class MemoryBudget(L.Callback):
         self.enforce = enforce
         self.compare_after_steps = compare_after_steps
         self.oversubscribe = oversubscribe
+        self.snapshot = snapshot
         self.estimate: Row | None = None  # rank 0's, once fit has set up
+        self.subject: Any = None  # what it was measured on, for the options
+        self.limit = report.Limit(None, "CPU (no limit)")
         self.peak: int | None = None  # torch.cuda.max_memory_allocated() when compared
+        self.phase = "setup"  # of fit, for an out-of-memory report
+        self.snapshot_path: Path | None = None
+        self._recording = False
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
+        if self.snapshot:
+            self._recording = oom.start_recording(trainer.strategy.root_device)
+            if not self._recording:
+                console.warn(f"memory budget: {KEY}.snapshot needs CUDA; no snapshot on CPU")
         problem = self._check(trainer, pl_module) if trainer.is_global_zero else None
         # Every rank stops together; one stopping alone would leave the others waiting.
         problem = trainer.strategy.broadcast(problem, src=0)
@@ -94,6 +112,7 @@ class MemoryBudget(L.Callback):
             if is_sharded(trainer.strategy):
                 subject.shards = trainer.world_size
             self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
+            self.subject, self.limit = subject, limit
         except LitforgeError as err:  # the user's code lacks what it measures with: skip
             console.warn(f"memory budget: skipped ({err}); {KEY}=null hides this")
             return None
@@ -112,6 +131,32 @@ class MemoryBudget(L.Callback):
         console.warn(message)
         return None
 
+    # -- the phase an out-of-memory error happens in ----------------------------------------
+    def on_sanity_check_start(self, *args: Any) -> None:
+        self.phase = "sanity validation"
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.phase = "forward"
+
+    def on_before_backward(self, *args: Any) -> None:
+        self.phase = "backward"
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        self.phase = "optimizer step"
+
+    def on_validation_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if not trainer.sanity_checking:
+            self.phase = "validation"
+
+    def on_validation_end(self, *args: Any) -> None:
+        self.phase = "hooks between steps"
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
+    ) -> None:
+        if self._recording and oom.is_out_of_memory(err):
+            self.snapshot_path = oom.dump_snapshot(trainer.default_root_dir)
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._compares(trainer):
             torch.cuda.reset_peak_memory_stats(trainer.strategy.root_device)
@@ -119,6 +164,7 @@ class MemoryBudget(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
     ) -> None:
+        self.phase = "hooks between steps"
         if self.peak is not None or not self._compares(trainer):
             return
         if trainer.global_step < self.compare_after_steps:
