@@ -1,21 +1,32 @@
-"""The evaluation recipe: test one checkpoint, optionally sample from a language model."""
+"""The evaluation recipe: test one checkpoint, optionally sample from a language model, or
+test it in several precisions (`inference.precisions`) and say which are safe."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+import torch
+from omegaconf import DictConfig, open_dict
 
 from litforge import build, checkpointing, console, run_record
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
+from litforge.precision import on_cuda
+from litforge.toolkit.inference_precision import compare, write
 from litforge.validation.checks import check_config
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test `cfg.ckpt_path` (a local file or any fsspec URL) with the configured model."""
     check_config(cfg)
+    inference = cfg.get("inference") or {}
+    names = (
+        compare.check_precisions(list(inference.precisions))
+        if inference.get("precisions")
+        else None
+    )
+    threshold = _threshold(inference.get("threshold", 0.01))
     if cfg.get("ckpt_path") is None:
         raise ConfigError("ckpt_path is required: python eval.py ckpt_path=FILE_OR_URL")
     run_dir = Path(cfg.run_dir)
@@ -29,6 +40,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             f"sample.prompt is set, but {type(module).__name__} on "
             f"{type(datamodule).__name__} cannot generate text (use experiment=gpt_char)"
         )
+    if names:
+        run_record.write_start(run_dir, cfg)
+        return compare_precisions(cfg, datamodule, names, threshold)
     run_record.write_start(run_dir, cfg)
 
     trainer = build.build_trainer(cfg, datamodule=datamodule, enable_checkpointing=False)
@@ -43,6 +57,55 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if trainer.is_global_zero and cfg.sample.prompt is not None:
         sample(module, datamodule, cfg.sample, run_dir)
     return metrics
+
+
+def compare_precisions(
+    cfg: DictConfig, datamodule: Any, names: list[str], threshold: float
+) -> dict[str, Any]:
+    """Test the checkpoint in each precision (float32 first); write and print the report."""
+    run_dir = Path(cfg.run_dir)
+    metrics, effective, unavailable = {}, {}, {}
+    for name in names:
+        run_cfg = cfg.copy()
+        with open_dict(run_cfg):
+            run_cfg.trainer.precision = "32" if name == compare.INT8 else name
+            run_cfg.logger = {}  # one report, not a logged run per precision
+        backend = None
+        if name == compare.INT8:
+            on_gpu = on_cuda(str(cfg.trainer.get("accelerator", "auto")))
+            backend = compare.int8_backend(torch.device("cuda" if on_gpu else "cpu"))
+            if backend is None:
+                unavailable[name] = (
+                    "torchao is not installed, and torch.ao's quantize_dynamic runs on CPU only"
+                )
+                continue
+            if backend != "torchao":
+                with open_dict(run_cfg):
+                    run_cfg.trainer.accelerator = "cpu"
+        module = build.build_module(run_cfg)
+        checkpointing.load_weights(module, cfg.model, str(cfg.ckpt_path), run_dir / "downloaded")
+        if backend is not None:
+            module = compare.quantize(module, backend)
+        trainer = build.build_trainer(run_cfg, datamodule=datamodule, enable_checkpointing=False)
+        results = trainer.test(module, datamodule=datamodule, verbose=False)
+        metrics[name] = run_record.floats(results[0])
+        ran_as = build.effective_precision(trainer)
+        effective[name] = f"{ran_as} + int8 Linear ({backend})" if backend else ran_as
+    found = compare.report(metrics, effective, unavailable, threshold)
+    found["checkpoint"] = str(cfg.ckpt_path)
+    page = write.write(found, run_dir)
+    print(page.read_text())
+    summary = {f"{k}@{row['precision']}": v for row in found["precisions"]
+               for k, v in row["metrics"].items()}  # fmt: skip
+    run_record.write_metrics(run_dir, {**summary, "ckpt_path": str(cfg.ckpt_path)})
+    return found
+
+
+def _threshold(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not 0 < value < 1:
+        raise ConfigError(f"inference.threshold={value!r} must be a share in (0, 1), e.g. 0.01")
+    return float(value)
 
 
 def sample(module: Any, datamodule: Any, opts: DictConfig, run_dir: Path) -> str:
