@@ -52,6 +52,7 @@ LAYERS = {
         "training",
         "evaluation",
         "budget",
+        "plan",
         "matmul_bench",
         "consolidate",
         "grid_check",

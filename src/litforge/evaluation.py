@@ -13,7 +13,6 @@ from litforge import build, checkpointing, console, run_record
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
 from litforge.precision import on_cuda
-from litforge.toolkit.inference_precision import compare, write
 from litforge.validation.checks import check_config
 
 
@@ -21,11 +20,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test `cfg.ckpt_path` (a local file or any fsspec URL) with the configured model."""
     check_config(cfg)
     inference = cfg.get("inference") or {}
-    names = (
-        compare.check_precisions(list(inference.precisions))
-        if inference.get("precisions")
-        else None
-    )
+    names = None
+    if inference.get("precisions"):
+        from litforge.toolkit.inference_precision import compare
+
+        names = compare.check_precisions(list(inference.precisions))
     threshold = _threshold(inference.get("threshold", 0.01))
     if cfg.get("ckpt_path") is None:
         raise ConfigError("ckpt_path is required: python eval.py ckpt_path=FILE_OR_URL")
@@ -63,6 +62,8 @@ def compare_precisions(
     cfg: DictConfig, datamodule: Any, names: list[str], threshold: float
 ) -> dict[str, Any]:
     """Test the checkpoint in each precision (float32 first); write and print the report."""
+    from litforge.toolkit.inference_precision import compare, write
+
     run_dir = Path(cfg.run_dir)
     metrics, effective, unavailable = {}, {}, {}
     for name in names:

@@ -11,7 +11,6 @@ from omegaconf import DictConfig
 
 from litforge import build, checkpointing, console, run_record
 from litforge.cli import entry_point
-from litforge.toolkit.budget import oom
 from litforge.tracking import lifecycle as tracking
 from litforge.validation.checks import check_config
 
@@ -38,7 +37,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 module, datamodule=datamodule, ckpt_path=checkpoints.resume_from, weights_only=True
             )
         except torch.OutOfMemoryError as err:
-            raise oom.explain(trainer, err) from err
+            explained = _explain_out_of_memory(trainer, err)
+            if explained is None:
+                raise
+            raise explained from err
         metrics = run_record.floats(trainer.callback_metrics)
         best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
     finally:
@@ -67,6 +69,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tracking.log_end(trainer, metrics)
     run_record.write_metrics(run_dir, metrics)
     return metrics
+
+
+def _explain_out_of_memory(trainer: L.Trainer, err: BaseException) -> Exception | None:
+    """The toolkit's out-of-memory block; None in a project made without the toolkit."""
+    try:
+        from litforge.toolkit.budget import oom
+    except ImportError:
+        return None
+    return oom.explain(trainer, err)
 
 
 main = entry_point(train, config_name="train")

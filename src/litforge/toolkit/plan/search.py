@@ -25,13 +25,17 @@ COUNTS = (1, 2, 4, 8)
 class Setting:
     """How the run is set on `count` cards, and what one card then holds."""
 
-    strategy: str  # "ddp" or "fsdp"
+    sharded: bool  # FSDP (trainer=fsdp), else DDP
     precision: str
     checkpointing: bool | None
     micro_batch: int
     accumulate: int
     memory: int  # bytes per GPU
     step_s: float  # one optimizer step
+
+    @property
+    def strategy(self) -> str:
+        return "fsdp" if self.sharded else "ddp"
 
     def brief(self) -> str:
         """ "bf16-mixed, 16x4, checkpointing, fsdp": the table's cell."""
@@ -42,7 +46,7 @@ class Setting:
 
     def overrides(self, count: int) -> str:
         parts = [f"trainer.devices={count}"]
-        if count > 1 or self.strategy == "fsdp":
+        if count > 1 or self.sharded:
             parts.append(f"trainer={self.strategy}")
         parts += [f"precision={self.precision}", f"data.batch_size={self.micro_batch}",
                   f"trainer.accumulate_grad_batches={self.accumulate}"]  # fmt: skip
@@ -85,7 +89,7 @@ def settings(
     per_gpu = work.effective_batch // count
     micro = [m for m in range(per_gpu, 0, -1) if per_gpu % m == 0]
     switch = (None,) if subject.checkpointing is None else (False, True)
-    strategies = ["ddp"] + (["fsdp"] if count > 1 and shard_unit_of(subject.module) else [])
+    shardings = [False] + ([True] if count > 1 and shard_unit_of(subject.module) else [])
     found = []
     for precision, measured in precisions(card):
         dtype = peak_dtype(precision, False) or "float32"
@@ -96,14 +100,14 @@ def settings(
             flops = work.hardware_flops if checkpointing else work.model_flops
             efficiency = scaling ** math.log2(count)
             step_s = flops * work.effective_batch / (count * peak * mfu * efficiency)
-            for strategy in strategies:
-                shards = count if strategy == "fsdp" else 1
+            for sharded in shardings:
+                shards = count if sharded else 1
                 held = sum(-(-b // shards) for b in (states.weights, states.gradients,
                                                       states.optimizer))  # fmt: skip
                 for m in micro:  # the largest micro-batch that fits
                     memory = held + subject.activations(measured, checkpointing, m)
                     if memory <= card.memory_bytes:
-                        found.append(Setting(strategy, precision, checkpointing, m,
+                        found.append(Setting(sharded, precision, checkpointing, m,
                                              per_gpu // m, memory, step_s))  # fmt: skip
                         break
                 else:
