@@ -141,3 +141,27 @@ def test_bad_input_is_one_line(capsys, tmp_path, args, prices, message):
     assert len(err.splitlines()) == 1 and message in err
     if "litforge.toolkit.hardware (" in err or "(one of: " in err:
         assert all(c.name in err for c in CARDS)
+
+
+@pytest.mark.gpu
+def test_the_plans_step_time_against_a_measured_one_on_this_gpu(make_cfg, tmp_path, capsys):
+    import csv
+
+    from litforge.toolkit.hardware import current_card
+
+    card = current_card()
+    assert card is not None, "a GPU the table knows"
+    shape = ["experiment=gpt_char", "model.net.n_layer=8", "model.net.n_embd=512",
+             "model.net.n_head=8", "data.block_size=512", "data.batch_size=16",
+             "precision=bf16-mixed"]  # fmt: skip
+    train(make_cfg(*shape, "trainer.max_steps=60", "trainer.log_every_n_steps=10", "test=false"))
+    with open(tmp_path / "run" / "csv" / "metrics.csv", newline="") as file:
+        rates = [float(r["train/device/batches_per_sec"]) for r in csv.DictReader(file)
+                 if r.get("train/device/batches_per_sec")]  # fmt: skip
+    measured = 1 / rates[-1]
+    plan.main([*shape, "--cards", card.name, "--json"])
+    planned = json.loads(capsys.readouterr().out)["options"][0]["setting"]["step_s"]
+    print(
+        f"{card.name}: planned {planned * 1000:.1f} ms/step at MFU 0.35, measured {measured * 1000:.1f}"
+    )
+    assert 0.1 < measured / planned < 10
