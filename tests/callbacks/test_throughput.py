@@ -229,8 +229,8 @@ def test_mfu_is_palms_with_checkpointing_and_hfu_counts_the_recomputation(make_c
         assert r["train/device/hfu"] == pytest.approx(r["train/device/mfu"] * recomputing / plain)
 
 
-class _SlowDigits(torch.utils.data.Dataset):
-    """Each sample takes 10 ms to load: a data-bound run."""
+class _SlowData(torch.utils.data.Dataset):
+    """Each sample takes 50 ms to load: a data-bound run (its step computes for ~1 ms)."""
 
     def __len__(self) -> int:
         return 64
@@ -238,14 +238,15 @@ class _SlowDigits(torch.utils.data.Dataset):
     def __getitem__(self, i: int):
         import time
 
-        time.sleep(0.01)
-        return torch.randn(4), torch.tensor(i % 2)
+        time.sleep(0.05)
+        return torch.randn(256), torch.tensor(i % 2)
 
 
 class _Tiny(L.LightningModule):
     def __init__(self) -> None:
         super().__init__()
-        self.layer = torch.nn.Linear(4, 2)
+        layers = [m for _ in range(4) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())]
+        self.layer = torch.nn.Sequential(*layers, torch.nn.Linear(256, 2))
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -258,17 +259,17 @@ class _Tiny(L.LightningModule):
 @pytest.mark.parametrize("slow", [True, False])
 def test_data_wait_share_is_logged_and_a_stall_is_explained_once(tmp_path, caplog, slow):
     data = (
-        _SlowDigits()
+        _SlowData()
         if slow
-        else torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(2, (64,)))
+        else torch.utils.data.TensorDataset(torch.randn(256 * 8, 256), torch.randint(2, (256 * 8,)))
     )
     trainer = L.Trainer(
         accelerator="cpu", max_steps=8, log_every_n_steps=2, logger=CSVLogger(tmp_path),
-        callbacks=[ThroughputMFU(window_size=2)], enable_checkpointing=False,
+        callbacks=[ThroughputMFU(window_size=2, data_wait_warn=0.5)], enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, "litforge"):
-        trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+        trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4 if slow else 256))
     shares = [r["train/data_wait_share"] for r in _csv_rows(tmp_path, "train/data_wait_share")]
     assert len(shares) == 4
     warned = [
