@@ -80,7 +80,7 @@ def killed_and_resumed_equals_uninterrupted(
 
 
 # Wall-clock measurements (callbacks.throughput): they differ between any two runs.
-TIMINGS = ("time", "per_sec", "mfu", "peak_memory")
+TIMINGS = ("time", "per_sec", "mfu", "hfu", "peak_memory", "data_wait")
 
 
 def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
