@@ -3,6 +3,7 @@ and callbacks that tests inject into real training runs via `+callbacks.NAME=...
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -199,3 +200,17 @@ class OutOfMemoryAt(L.Callback):
             raise torch.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate 2.00 GiB (tests.helpers.OutOfMemoryAt)"
             )
+
+
+class RecordSamples(L.Callback):
+    """Each rank appends, per training batch, the epoch, the optimizer step and a hash of
+    each sample's input to run_dir/samples/rank{R}.jsonl (a resumed run appends too)."""
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, *_: Any) -> None:
+        x = batch[0] if isinstance(batch, (list, tuple)) else batch
+        hashes = [hashlib.sha1(row.cpu().numpy().tobytes()).hexdigest()[:16] for row in x]
+        out = Path(trainer.default_root_dir) / "samples" / f"rank{trainer.global_rank}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as file:
+            record = {"epoch": trainer.current_epoch, "step": trainer.global_step, "x": hashes}
+            file.write(json.dumps(record) + "\n")

@@ -31,6 +31,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     effective_batch = build.effective_batch_size(cfg, trainer, datamodule)
     tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
+    accumulate = trainer.accumulate_grad_batches
     try:
         try:
             trainer.fit(
@@ -42,6 +43,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 raise
             raise explained from err
         metrics = run_record.floats(trainer.callback_metrics)
+        if effective_batch is not None and trainer.accumulate_grad_batches != accumulate:
+            # A resume on another shape changed the accumulation (checkpointing/shape.py).
+            effective_batch = effective_batch // accumulate * trainer.accumulate_grad_batches
         best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
     finally:
         # A fit that raised in this process (a notebook, a test) leaves the run to the next

@@ -20,6 +20,7 @@ from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.run_costs import RunCosts
+from litforge.checkpointing.shape import ResumeShape
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import ConfigError
@@ -61,6 +62,7 @@ class StoreCheckpointing(Checkpointing):
         resume_from: Path | None,
         locks: list[RunLock] | None = None,
         run_dir: Path | None = None,
+        resume_shape: str = "adapt",
     ) -> None:
         super().__init__(resume_from)
         self.store = store
@@ -68,7 +70,7 @@ class StoreCheckpointing(Checkpointing):
         self.saver = saver
         self.locks = locks or []
         self.preemption = Preemption(saver)
-        self.callbacks = [saver, RngState(), self.preemption]
+        self.callbacks = [saver, RngState(), self.preemption, ResumeShape(resume_shape)]
         if run_dir is not None:
             self.callbacks.append(RunCosts(run_dir, saver))
 
@@ -143,7 +145,9 @@ def setup(cfg: DictConfig) -> Checkpointing:
         local = checkpoint_file.fetch(explicit, staging)
         checkpoint_file.check_resumable(local, cfg.model, f"ckpt_path={explicit}", sharded)
         console.info("resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit)
-        return Checkpointing(local)
+        resumed = Checkpointing(local)
+        resumed.callbacks.append(ResumeShape(str(cfg.get("resume_shape", "adapt"))))
+        return resumed
     raw_options = opts.get("storage_options")
     options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
     store = CheckpointStore(run_checkpoint_url(cfg), options, opts.get("timeout_s"))
@@ -186,7 +190,8 @@ def setup(cfg: DictConfig) -> Checkpointing:
         resumed_from=resumed_name,
         resume_hint=resume_hint(cfg),
     )
-    return StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir))
+    shape = str(cfg.get("resume_shape", "adapt"))
+    return StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
 
 
 def resume_hint(cfg: DictConfig) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import lightning as L
-from torch.utils.data import Dataset, DistributedSampler
+from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
+
+from litforge.data.global_order import GlobalOrderSampler
 
 
 def train_loader(
@@ -18,18 +20,18 @@ def train_loader(
     """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
 
     Reads `world_size`, `global_rank` and `current_epoch` from `trainer`. The sampler is
-    a `DistributedSampler` even in a single process: Lightning calls its `set_epoch` each
-    epoch and, because the DataModule built it, leaves it alone under DDP (Lightning's
-    own sampler wrapper does not resume to the same order). The `StatefulDataLoader`
-    lets Lightning save and restore the position inside an epoch.
+    a `GlobalOrderSampler` (`litforge.data.global_order`: DistributedSampler's order, and a
+    position that survives another number of processes or micro-batch) even in a single
+    process: Lightning calls its `set_epoch` each epoch and, because the DataModule built
+    it, leaves it alone under DDP (Lightning's own sampler wrapper does not resume to the
+    same order). The `StatefulDataLoader` saves and restores the sampler's position.
     """
-    sampler = DistributedSampler(
-        dataset,
+    sampler = GlobalOrderSampler(
+        len(dataset),  # type: ignore[arg-type]
         num_replicas=trainer.world_size,
         rank=trainer.global_rank,
-        shuffle=shuffle,
         seed=seed,
-        drop_last=False,
+        shuffle=shuffle,
     )
     # A resumed run replays the saved position as soon as the loader is built, before
     # Lightning's own set_epoch call: the sampler must already hold the resumed epoch.
@@ -61,7 +63,7 @@ def at_least(**checked: tuple[int, int]) -> None:
 class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
-    # Its train loader builds its own DistributedSampler: Lightning must not replace it
+    # Its train loader builds its own sampler: Lightning must not replace it
     # (litforge.build reads this for trainer.use_distributed_sampler=null).
     shards_itself = True
 

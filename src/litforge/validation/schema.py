@@ -32,6 +32,7 @@ RULES: dict[str, Rule] = {
     "run_dir": Text(),
     "run_name": SAFE_NAME,
     "resume": OneOf(("auto", "never")),
+    "resume_shape": OneOf(("adapt", "strict")),
     "ckpt_path": Text(null=True),
     "test": Bool(),
     "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective
@@ -40,6 +41,8 @@ RULES: dict[str, Rule] = {
     "processes.collective_timeout_s": Num(0.0, open_lo=True),
     "processes.oversubscribe": Bool(),
     "sample.prompt": Text(null=True),
+    "inference.precisions": ListOf(OneOf((*PRECISIONS, 32, "int8-dynamic")), null=True),
+    "inference.threshold": Num(0.0, 1.0, open_lo=True, open_hi=True),
     "sample.max_new_tokens": Int(1),
     "sample.temperature": Num(0.0, open_lo=True),
     "sample.top_k": Int(1, null=True),
