@@ -109,10 +109,16 @@ def _print_budget(
     limit = device_limit(subject.device, device_memory, "--device-memory")
     precision = str(cfg.trainer.precision)
     found = rows(subject, compare, precision)
+    averaged = "ema" in (cfg.get("callbacks") or {})
+    if averaged:  # callbacks.ema keeps a second copy of the weights
+        found = [report.with_average(r) for r in found]
     lines = [report.header(subject, precision), "", *report.table_lines(found, limit), ""]
     lines.append(f"device: {limit.label}")
     lines += [f"note: {n}" for n in report.notes(found, subject, limit)]
+    if averaged:
+        lines.append("note: weights include callbacks.ema's average, a second copy of them")
     configured = subject.row(precision, subject.checkpointing)
+    configured = report.with_average(configured) if averaged else configured
     if not limit.fits(configured.total):
         lines.append("the configured setting does not fit; options, in order:")
         lines += [f"  {option}" for option in report.options(subject, configured, limit)]

@@ -43,6 +43,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 raise
             raise explained from err
         metrics = run_record.floats(trainer.callback_metrics)
+        metrics.update(_best_of_early_stopping(trainer, cfg))
         if effective_batch is not None and trainer.accumulate_grad_batches != accumulate:
             # A resume on another shape changed the accumulation (checkpointing/shape.py).
             effective_batch = effective_batch // accumulate * trainer.accumulate_grad_batches
@@ -73,6 +74,21 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tracking.log_end(trainer, metrics)
     run_record.write_metrics(run_dir, metrics)
     return metrics
+
+
+def _best_of_early_stopping(trainer: L.Trainer, cfg: DictConfig) -> dict[str, float]:
+    """A run early stopping ended reports the best value of its monitored metric (its last
+    validations were the ones without improvement)."""
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]
+        if isinstance(callback, EarlyStopping) and callback.wait_count >= callback.patience:
+            best = float(callback.best_score)
+            if abs(best) != float("inf"):
+                console.info("early stopping: stopped at step %d; best %s=%.6g",
+                             trainer.global_step, callback.monitor, best)  # fmt: skip
+                return {str(callback.monitor): best}
+    return {}
 
 
 def _explain_out_of_memory(trainer: L.Trainer, err: BaseException) -> Exception | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import WeightAveraging
 
 from litforge import console
 from litforge.checkpointing.model_record import model_config
@@ -111,7 +112,10 @@ class MemoryBudget(L.Callback):
             )
             if is_sharded(trainer.strategy):
                 subject.shards = trainer.world_size
-            self.estimate = row = subject.row(trainer.precision, subject.checkpointing)
+            row = subject.row(trainer.precision, subject.checkpointing)
+            if any(isinstance(c, WeightAveraging) for c in trainer.callbacks):  # type: ignore[attr-defined]
+                row = report.with_average(row)
+            self.estimate = row
             self.subject, self.limit = subject, limit
         except LitforgeError as err:  # the user's code lacks what it measures with: skip
             console.warn(f"memory budget: skipped ({err}); {KEY}=null hides this")

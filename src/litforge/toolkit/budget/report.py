@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from litforge.errors import LitforgeError
 from litforge.precision import normalize
@@ -41,6 +41,11 @@ class Option:
 
     def __str__(self) -> str:
         return f"{self.change}: {size(self.total)}{'' if self.fits else ' (does not fit)'}"
+
+
+def with_average(row: Row) -> Row:
+    """The row with a weight average (callbacks.ema) kept beside the weights: twice them."""
+    return replace(row, weights=2 * row.weights)
 
 
 def size(n: int) -> str:
