@@ -33,6 +33,7 @@ LAYERS = {
         "run_record",
         "optim",
         "datamodule_facts",
+        "compiling",
         "conf",
         "callbacks",
         "models",

@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from litforge import build, checkpointing, console, run_record
+from litforge import build, checkpointing, compiling, console, run_record
 from litforge.cli import entry_point
 from litforge.tracking import lifecycle as tracking
 from litforge.validation.checks import check_config
@@ -22,9 +22,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
+    settings = compiling.options(cfg)  # a missing compiler is one line before training
     run_dir = Path(cfg.run_dir)
     tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
     trainer = build.build_trainer(cfg, checkpoints.callbacks, datamodule)
+    if settings is not None:
+        compiling.compile_in_place(module, settings)
     tracking.keep_ids(checkpoints, run_dir)
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)

@@ -33,6 +33,11 @@ RULES: dict[str, Rule] = {
     "run_name": SAFE_NAME,
     "resume": OneOf(("auto", "never")),
     "resume_shape": OneOf(("adapt", "strict")),
+    "compile.enabled": Bool(),
+    "compile.backend": Text(),
+    "compile.mode": OneOf(("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"), null=True),
+    "compile.fullgraph": Bool(),
+    "compile.dynamic": Bool(null=True),
     "ckpt_path": Text(null=True),
     "test": Bool(),
     "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective

@@ -1,0 +1,80 @@
+"""compile.enabled=true: the model compiled in place (aot_eager here: torch.compile's
+wrapping without generated code), checkpoints without `_orig_mod.`, loading both ways."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from litforge import build, compiling
+from litforge.errors import ConfigError
+from litforge.evaluation import evaluate
+from litforge.training import train
+from tests.helpers import TINY_GPT
+
+COMPILED = ["compile.enabled=true", "compile.backend=aot_eager"]
+SHORT = ["trainer=cpu", "trainer.max_steps=4", "checkpoint.every_n_train_steps=2", "test=false",
+         "trainer.limit_val_batches=1"]  # fmt: skip
+
+
+def test_blocks_compile_in_place_with_the_same_output(make_cfg):
+    cfg = make_cfg(*TINY_GPT, *COMPILED, "model.net.dropout=0.0")
+    module = build.build_module(cfg)
+    x = torch.randint(128, (2, cfg.data.block_size))
+    expected = module(x)
+    keys = list(module.state_dict())
+    assert compiling.compile_in_place(module, compiling.options(cfg)) == cfg.model.net.n_layer
+    assert all(b._compiled_call_impl is not None for b in module.net.blocks)
+    torch.testing.assert_close(module(x), expected)
+    assert list(module.state_dict()) == keys  # no _orig_mod. anywhere
+
+
+def test_a_compiled_run_evaluates_and_resumes_uncompiled_and_back(make_cfg, tmp_path):
+    run = tmp_path / "run"
+    train(make_cfg(*TINY_GPT, *SHORT, *COMPILED, "run_name=c", run_dir=run))
+    ckpt = run / "checkpoints" / "step-00000004.ckpt"
+    state = torch.load(ckpt, weights_only=True)["state_dict"]
+    assert state and not any("_orig_mod" in k for k in state)
+    evaluated = evaluate(make_cfg(*TINY_GPT, "trainer=cpu", f"ckpt_path={ckpt}",
+                                  config_name="eval", run_dir=tmp_path / "eval"))  # fmt: skip
+    assert evaluated["test/loss"] > 0
+    # Resumed uncompiled, then compiled again.
+    uncompiled = train(
+        make_cfg(*TINY_GPT, *SHORT, "trainer.max_steps=6", "run_name=c", run_dir=run)
+    )
+    assert uncompiled["global_step"] == 6
+    again = train(make_cfg(*TINY_GPT, *SHORT, *COMPILED, "trainer.max_steps=8", "run_name=c",
+                           run_dir=run))  # fmt: skip
+    assert again["global_step"] == 8
+
+
+def test_compiled_under_fsdp_after_sharding(make_cfg, tmp_path):
+    metrics = train(make_cfg(*TINY_GPT, *SHORT, *COMPILED, "trainer=fsdp", "trainer.devices=1"))
+    assert metrics["global_step"] == 4
+
+
+def test_a_backend_that_does_not_exist_is_one_line(make_cfg):
+    with pytest.raises(
+        ConfigError,
+        match=r"^compile.backend='tensorrt-ish' is not a torch.compile backend; use one of: .*aot_eager",
+    ):
+        train(make_cfg(*TINY_GPT, *SHORT, "compile.enabled=true", "compile.backend=tensorrt-ish"))
+
+
+def test_inductor_without_a_c_compiler_is_one_line(make_cfg, monkeypatch):
+    monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match=r"needs a C compiler \(cc, gcc or clang\) on PATH"):
+        train(make_cfg(*TINY_GPT, *SHORT, "compile.enabled=true"))
+
+
+@pytest.mark.slow
+def test_inductor_trains(make_cfg):
+    metrics = train(make_cfg(*TINY_GPT, *SHORT, "compile.enabled=true"))
+    assert metrics["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_exact_resume_with_compile_on(tmp_path):
+    from tests.checkpointing.test_resume_exact import GPT, killed_and_resumed_equals_uninterrupted
+
+    killed_and_resumed_equals_uninterrupted(tmp_path, [*GPT, *COMPILED], kill_at=6, last=14)
