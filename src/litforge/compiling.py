@@ -32,7 +32,9 @@ def options(cfg: DictConfig) -> dict[str, Any] | None:
     backend = str(node.get("backend", "inductor"))
     known = torch._dynamo.list_backends(exclude_tags=())
     if backend not in known:
-        raise ConfigError(f"{KEY}.backend={backend!r} is not a torch.compile backend; use one of: {', '.join(known)}")
+        raise ConfigError(
+            f"{KEY}.backend={backend!r} is not a torch.compile backend; use one of: {', '.join(known)}"
+        )
     if backend == "inductor" and not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
         raise ConfigError(
             f"{KEY}.enabled=true with {KEY}.backend=inductor needs a C compiler (cc, gcc or "

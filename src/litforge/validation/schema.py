@@ -35,7 +35,9 @@ RULES: dict[str, Rule] = {
     "resume_shape": OneOf(("adapt", "strict")),
     "compile.enabled": Bool(),
     "compile.backend": Text(),
-    "compile.mode": OneOf(("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"), null=True),
+    "compile.mode": OneOf(
+        ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"), null=True
+    ),
     "compile.fullgraph": Bool(),
     "compile.dynamic": Bool(null=True),
     "ckpt_path": Text(null=True),
