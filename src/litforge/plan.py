@@ -154,9 +154,7 @@ def _option(card, count, setting, steps, price, mtbf_hours, restarts, subject) -
         on_demand = total / 3600 * count * price.on_demand
     mtbf = mtbf_hours or (price.mtbf_hours if price else None)
     if price is not None and price.spot is not None and mtbf:
-        states = subject.states(
-            setting.precision if "16" not in setting.precision else "bf16-mixed"
-        )
+        states = subject.states(search.measured_as(setting.precision))
         save = economics.save_seconds(restarts, states.weights + states.optimizer)
         spot = economics.spot(total, setting.step_s, save, restarts.restart_s, mtbf * 3600)
         spot_cost = spot.wall_s / 3600 * count * price.spot

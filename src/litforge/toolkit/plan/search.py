@@ -69,8 +69,13 @@ def precisions(card: Card) -> list[tuple[str, str]]:
     if "bfloat16" in card.peak_tflops:
         return [("bf16-mixed", "bf16-mixed"), ("bf16-true", "bf16-true"), ("32", "32")]
     if "float16" in card.peak_tflops:  # V100, T4: float16 costs what bfloat16 does
-        return [("16-mixed", "bf16-mixed"), ("16-true", "bf16-true"), ("32", "32")]
+        return [(p, measured_as(p)) for p in ("16-mixed", "16-true", "32")]
     return [("32", "32")]
+
+
+def measured_as(precision: str) -> str:
+    """The precision the budget measures `precision` by (float16 costs what bfloat16 does)."""
+    return {"16-mixed": "bf16-mixed", "16-true": "bf16-true"}.get(precision, precision)
 
 
 def settings(
