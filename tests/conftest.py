@@ -36,3 +36,19 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
         return compose(list(overrides), run_dir or tmp_path / "run", config_name)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def no_process_group_left_behind():
+    """A test that starts a process group in the test process (DDP or FSDP in-process)
+    leaves its MASTER_PORT in the environment and its store listening there: every later
+    DDP subprocess would inherit the port and fail with EADDRINUSE. Run those in a
+    subprocess (tests.helpers.run_entry)."""
+    import os
+
+    before = os.environ.get("MASTER_PORT")
+    yield
+    after = os.environ.get("MASTER_PORT")
+    assert after == before, (
+        f"this test left MASTER_PORT={after} behind: run its training in a subprocess"
+    )

@@ -3,6 +3,8 @@ wrapping without generated code), checkpoints without `_orig_mod.`, loading both
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -10,7 +12,7 @@ from litforge import build, compiling
 from litforge.errors import ConfigError
 from litforge.evaluation import evaluate
 from litforge.training import train
-from tests.helpers import TINY_GPT
+from tests.helpers import TINY_GPT, run_entry
 
 COMPILED = ["compile.enabled=true", "compile.backend=aot_eager"]
 SHORT = ["trainer=cpu", "trainer.max_steps=4", "checkpoint.every_n_train_steps=2", "test=false",
@@ -48,9 +50,13 @@ def test_a_compiled_run_evaluates_and_resumes_uncompiled_and_back(make_cfg, tmp_
     assert again["global_step"] == 8
 
 
-def test_compiled_under_fsdp_after_sharding(make_cfg, tmp_path):
-    metrics = train(make_cfg(*TINY_GPT, *SHORT, *COMPILED, "trainer=fsdp", "trainer.devices=1"))
-    assert metrics["global_step"] == 4
+def test_compiled_under_fsdp_after_sharding(tmp_path):
+    # A subprocess: an FSDP process group in the test process would hold its port.
+    result = run_entry("train.py", *TINY_GPT, *SHORT, *COMPILED, "trainer=fsdp",
+                       "trainer.devices=1", run_dir=tmp_path / "run")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "compile: 1 Block blocks with torch.compile(backend='aot_eager'" in result.stdout + result.stderr
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 4
 
 
 def test_a_backend_that_does_not_exist_is_one_line(make_cfg):
