@@ -55,7 +55,10 @@ def test_compiled_under_fsdp_after_sharding(tmp_path):
     result = run_entry("train.py", *TINY_GPT, *SHORT, *COMPILED, "trainer=fsdp",
                        "trainer.devices=1", run_dir=tmp_path / "run")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "compile: 1 Block blocks with torch.compile(backend='aot_eager'" in result.stdout + result.stderr
+    assert (
+        "compile: 1 Block blocks with torch.compile(backend='aot_eager'"
+        in result.stdout + result.stderr
+    )
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["global_step"] == 4
 
 
