@@ -54,13 +54,18 @@ def check_once_each(run_dir: Path, padding: int) -> None:
     assert sum(first.values()) - TRAIN_SET <= padding  # ... once, apart from the padding
 
 
+def stop_and_resume(run_dir: Path, before: list[str], after: list[str]) -> str:
+    """10 steps with `before`, then on to 19 with `after`; what the resumed run said."""
+    first = run_entry("train.py", *BASE, *before, "trainer.max_steps=10", run_dir=run_dir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_entry("train.py", *BASE, *after, "trainer.max_steps=19", run_dir=run_dir)
+    assert second.returncode == 0, second.stderr[-3000:]
+    return second.stdout + second.stderr
+
+
 def test_two_processes_resume_as_one_with_the_same_effective_batch(tmp_path):
     run_dir = tmp_path / "run"
-    first = run_entry("train.py", *BASE, *shape(2, 32), "trainer.max_steps=10", run_dir=run_dir)
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = run_entry("train.py", *BASE, *shape(1, 32), "trainer.max_steps=19", run_dir=run_dir)
-    assert second.returncode == 0, second.stderr[-3000:]
-    said = second.stdout + second.stderr
+    said = stop_and_resume(run_dir, shape(2, 32), shape(1, 32))
     assert (
         "resuming on another shape: was 2 processes x data.batch_size=32 x "
         "trainer.accumulate_grad_batches=1 = 64, now 1 processes x data.batch_size=32 x "
@@ -79,14 +84,11 @@ def test_two_processes_resume_as_one_with_the_same_effective_batch(tmp_path):
 @pytest.mark.slow
 def test_one_process_resumes_as_two(tmp_path):
     run_dir = tmp_path / "run"
-    first = run_entry("train.py", *BASE, *shape(1, 64), "trainer.max_steps=10", run_dir=run_dir)
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = run_entry("train.py", *BASE, *shape(2, 32), "trainer.max_steps=19", run_dir=run_dir)
-    assert second.returncode == 0, second.stderr[-3000:]
+    said = stop_and_resume(run_dir, shape(1, 64), shape(2, 32))
     assert (
         "now 2 processes x data.batch_size=32 x trainer.accumulate_grad_batches=1 = 64: "
         "the effective batch stays 64"
-    ) in second.stdout + second.stderr
+    ) in said
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["global_step"] == 19
     check_once_each(run_dir, padding=1)
