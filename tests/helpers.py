@@ -202,6 +202,43 @@ class OutOfMemoryAt(L.Callback):
             )
 
 
+class OutOfMemoryAbove(L.Callback):
+    """Raise torch.OutOfMemoryError, as CUDA's allocator would, from the net's forward
+    (a pre-hook on each submodule) or from `on_before_backward` when the micro-batch the
+    net last saw has more than `above` samples; or, with phase="optimizer", once from
+    `on_before_optimizer_step` at optimizer step `step`."""
+
+    def __init__(self, phase: str, above: int = 0, step: int = 2) -> None:
+        self.phase, self.above, self.step = phase, above, step
+        self.seen = 0  # the last micro-batch the net's forward saw
+        self.raised = 0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for module in pl_module.children():
+            module.register_forward_pre_hook(self._forward)
+
+    def _forward(self, module: Any, inputs: tuple[Any, ...]) -> None:
+        if not inputs or not isinstance(inputs[0], torch.Tensor) or not module.training:
+            return
+        self.seen = inputs[0].size(0)
+        if self.phase == "forward" and self.seen > self.above:
+            self._raise()
+
+    def on_before_backward(self, *args: Any) -> None:
+        if self.phase == "backward" and self.seen > self.above:
+            self._raise()
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, *args: Any) -> None:
+        if self.phase == "optimizer" and trainer.global_step == self.step and not self.raised:
+            self._raise()
+
+    def _raise(self) -> None:
+        self.raised += 1
+        raise torch.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate 2.00 GiB (micro-batch {self.seen})"
+        )
+
+
 class RecordSamples(L.Callback):
     """Each rank appends, per training batch, the epoch, the optimizer step and a hash of
     each sample's input to run_dir/samples/rank{R}.jsonl (a resumed run appends too)."""

@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from litforge import build, checkpointing, compiling, console, run_record
+from litforge.callbacks.auto_microbatch import AutoMicrobatch
 from litforge.cli import entry_point
 from litforge.tracking import lifecycle as tracking
 from litforge.validation.checks import check_config
@@ -25,7 +26,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     settings = compiling.options(cfg)  # a missing compiler is one line before training
     run_dir = Path(cfg.run_dir)
     tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
-    trainer = build.build_trainer(cfg, checkpoints.callbacks, datamodule)
+    shrinking = [AutoMicrobatch()] if cfg.get("microbatch", {}).get("auto") else []
+    trainer = build.build_trainer(cfg, [*checkpoints.callbacks, *shrinking], datamodule)
+    if shrinking:
+        AutoMicrobatch.check(trainer, datamodule)
     if settings is not None:
         compiling.compile_in_place(module, settings)
     tracking.keep_ids(checkpoints, run_dir)

@@ -33,6 +33,7 @@ RULES: dict[str, Rule] = {
     "run_name": SAFE_NAME,
     "resume": OneOf(("auto", "never")),
     "resume_shape": OneOf(("adapt", "strict")),
+    "microbatch.auto": Bool(),
     "compile.enabled": Bool(),
     "compile.backend": Text(),
     "compile.mode": OneOf(
