@@ -2,7 +2,9 @@
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
-                                             # checkpoint sweep loggers numerics distributed
+                                             # checkpoint sweep loggers hooks distributed
+python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
+                                             # compile (inductor builds C++: ~2 min), numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
 """
 
@@ -29,7 +31,9 @@ README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
     from benchmarks import (
         checkpoint_stall,
+        compile_step,
         distributed,
+        hook_costs,
         logger_overhead,
         memory,
         numerics_overhead,
@@ -53,9 +57,16 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
         "loggers": lambda: logger_overhead.measure(repeats),
-        "numerics": lambda: numerics_overhead.measure(repeats),
+        "hooks": lambda: hook_costs.measure(3),
         "distributed": lambda: distributed.measure(min(repeats, 3)),
+        # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than
+        # numerics' A/B ratio; compile spends minutes compiling.
+        "numerics": lambda: numerics_overhead.measure(repeats),
+        "compile": lambda: compile_step.measure(min(repeats, 5)),
     }
+
+
+OPT_IN = ("numerics", "compile")
 
 
 def machine() -> dict[str, Any]:
@@ -129,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     figures: dict[str, Figure] = {}
     failed: list[str] = []
     for name, measure in todo.items():
-        if only and name not in only:
+        if (only and name not in only) or (not only and name in OPT_IN):
             continue
         print(f"{name}:", flush=True)
         t0 = time.perf_counter()

@@ -69,3 +69,38 @@ def test_gpu_script_code_paths_run_on_the_cpu(tmp_path):
     assert all(r["tokens_per_s"] > 0 and r["tflops"] >= 0 for r in rows if "tokens_per_s" in r)
     (cmp,) = [r for r in rows if r["setting"].startswith("template / raw")]
     assert cmp["ratio_median"] > 0
+
+
+def _burn(seconds: float) -> None:
+    import time
+
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_hook_timer_charges_a_nested_call_to_itself_not_to_its_caller():
+    from benchmarks.hook_costs import HookTimer, _Exclusive
+
+    inner = _Exclusive(lambda: _burn(0.03), "inner")
+
+    def outer_work() -> None:
+        _burn(0.01)
+        inner()
+
+    HookTimer.spent, HookTimer._stack = {}, []
+    _Exclusive(outer_work, "outer")()
+    assert HookTimer.spent["inner"] >= 0.03
+    assert 0.01 <= HookTimer.spent["outer"] < HookTimer.spent["inner"]
+    assert not HookTimer._stack
+
+
+def test_hook_shares_of_a_real_run_name_the_default_callbacks(tmp_path):
+    from benchmarks.hook_costs import SAVES, shares
+
+    found = shares(["experiment=digits_cnn", "trainer.max_epochs=-1"], steps=20, repeats=1)
+    for name in ("NumericsWatch", "ThroughputMFU", "MemoryBudget", "LearningRateMonitor",
+                 SAVES, "logger ResumableCSVLogger"):  # fmt: skip
+        assert name in found, sorted(found)
+    assert all(0 <= share[0] < 0.5 for share in found.values())
+    assert 0 < sum(share[0] for share in found.values()) < 1

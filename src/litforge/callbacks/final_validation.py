@@ -36,7 +36,8 @@ class FinalValidation(L.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        if not trainer.enable_validation or not _ends_fit(trainer, batch_idx):
+        # _ends_fit first: enable_validation inspects the module (is_overridden) each call.
+        if not _ends_fit(trainer, batch_idx) or not trainer.enable_validation:
             return
         trainer.should_stop = True
         every = trainer.check_val_every_n_epoch

@@ -2,7 +2,10 @@
 
 Restoring in `on_load_checkpoint` is too early: Lightning builds the train iterator after
 it, and building it draws a seed from the global torch RNG, so the resumed run would
-diverge. States are stored as tensors and lists so the file loads with weights_only=True.
+diverge. States are stored as tensors so the file loads with weights_only=True and
+pickles fast: numpy's and Python's 624-word Mersenne Twister states as lists of ints were
+most of the objects a small model's checkpoint pickled (older checkpoints hold lists;
+both load).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ def capture() -> dict[str, Any]:
     version, py_state, gauss_next = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": [kind, keys.tolist(), pos, has_gauss, cached],
-        "python": [version, list(py_state), gauss_next],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "python": [version, torch.tensor(py_state, dtype=torch.int64), gauss_next],
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -32,9 +35,9 @@ def capture() -> dict[str, Any]:
 def restore(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    np.random.set_state((kind, np.array(_ints(keys), dtype=np.uint32), pos, has_gauss, cached))
     version, py_state, gauss_next = state["python"]
-    random.setstate((version, tuple(py_state), gauss_next))
+    random.setstate((version, tuple(_ints(py_state)), gauss_next))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -62,6 +65,10 @@ class RngState(L.Callback):
         if self._to_restore is not None:
             restore(self._to_restore)
             self._to_restore = None
+
+
+def _ints(words: torch.Tensor | list[int]) -> list[int]:
+    return words.tolist() if isinstance(words, torch.Tensor) else list(words)
 
 
 def _world_size() -> int:

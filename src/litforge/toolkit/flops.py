@@ -29,6 +29,8 @@ def first_tensor(batch: Any) -> torch.Tensor | None:
     """The first tensor in a (nested) batch: the input of (x, y), a dict's first value."""
     if isinstance(batch, torch.Tensor):
         return batch
+    if type(batch) in (list, tuple) and batch and isinstance(batch[0], torch.Tensor):
+        return batch[0]  # (x, y): the common case, without the ABC checks (per step)
     if isinstance(batch, Mapping):
         batch = list(batch.values())
     if isinstance(batch, Sequence) and not isinstance(batch, str):

@@ -41,8 +41,9 @@ from lightning.pytorch.utilities.data import extract_batch_size
 from litforge import console
 from litforge.errors import ConfigError
 from litforge.toolkit.data_wait import DataWait
-from litforge.toolkit.flops import measure_or_warn, token_count
+from litforge.toolkit.flops import first_tensor, measure_or_warn, token_count
 from litforge.toolkit.hardware import GIB, find_card, peak_dtype
+from litforge.tracking.step_metrics import log_step_metrics
 
 KEY = "callbacks.throughput"
 
@@ -151,7 +152,8 @@ class ThroughputMFU(L.Callback):
             return
         if self._wait is not None:
             self._wait.batch_end()
-        samples = extract_batch_size(batch)
+        x = first_tensor(batch)  # the input; Lightning's extract_batch_size walks it all
+        samples = int(x.size(0)) if x is not None and x.dim() else extract_batch_size(batch)
         if not self._first_samples:
             self._first_samples = samples
             self._count_tokens = token_count(batch) is not None
@@ -159,15 +161,15 @@ class ThroughputMFU(L.Callback):
             self.flops_per_batch, self.hardware_flops_per_batch = counted or (None, None)
         self._batches += 1
         self._samples += samples
-        if self._count_tokens:
-            self._tokens += token_count(batch) or 0
+        if self._count_tokens and x is not None:
+            self._tokens += x.numel()
         if self.flops_per_batch is not None:
             self._flops_since_update += self.flops_per_batch * samples // self._first_samples
         # Lightning's own cadence: once an optimizer step is complete, every
         # log_every_n_steps steps.
         if (
-            trainer.fit_loop._should_accumulate()
-            or not trainer._logger_connector.should_update_logs
+            not trainer._logger_connector.should_update_logs  # the cheaper test first
+            or trainer.fit_loop._should_accumulate()
         ):
             return
         self._throughput.update(
@@ -187,7 +189,7 @@ class ThroughputMFU(L.Callback):
         if share is not None:
             metrics["train/data_wait_share"] = share
             self._wait.advise(share, trainer.train_dataloader)  # type: ignore[union-attr]
-        trainer._logger_connector.log_metrics(metrics)
+        log_step_metrics(trainer, metrics)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._throughput is not None and trainer.is_global_zero and not trainer.sanity_checking:

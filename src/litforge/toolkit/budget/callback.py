@@ -71,6 +71,7 @@ class MemoryBudget(L.Callback):
         self.device_memory = device_memory
         self.enforce = enforce
         self.compare_after_steps = compare_after_steps
+        self._comparing = False  # on_train_start: CUDA, rank 0 and an estimate
         self.oversubscribe = oversubscribe
         self.snapshot = snapshot
         self.estimate: Row | None = None  # rank 0's, once fit has set up
@@ -162,14 +163,15 @@ class MemoryBudget(L.Callback):
             self.snapshot_path = oom.dump_snapshot(trainer.default_root_dir)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._compares(trainer):
+        self._comparing = self._compares(trainer)  # asked once: on_train_batch_end is per step
+        if self._comparing:
             torch.cuda.reset_peak_memory_stats(trainer.strategy.root_device)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
     ) -> None:
         self.phase = "hooks between steps"
-        if self.peak is not None or not self._compares(trainer):
+        if self.peak is not None or not self._comparing:
             return
         if trainer.global_step < self.compare_after_steps:
             return

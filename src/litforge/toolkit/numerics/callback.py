@@ -15,7 +15,6 @@ except where a decision must come before `optimizer.step()`:
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -35,6 +34,7 @@ from litforge.toolkit.numerics.probes import (
     weights_finite,
 )
 from litforge.toolkit.numerics.report import Fault, activation_table, block, what
+from litforge.tracking.step_metrics import log_step_metrics
 
 POLICIES = ("warn", "skip", "stop")
 
@@ -85,12 +85,14 @@ class NumericsWatch(L.Callback):
     # -- per step -----------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._named = [(n, p) for n, p in pl_module.named_parameters() if p.requires_grad]
+        self._all_names = [n for n, _ in self._named]
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self._decide_now = self.policy != "warn" and self._scaler is None
         self._ring = HostRing()
         self._losses: list[torch.Tensor] = []
         self._stepped = self._stop_pending = False
+        self._values: list[float] | None = None  # this step's row, where it was read
         self._fault: Fault | None = None
         self._bad = self._steps = self._skipped = self._in_row = 0
         if self.activations:
@@ -116,17 +118,18 @@ class NumericsWatch(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
         # After the GradScaler's unscale_, before clipping (Lightning clips after this hook).
-        grads, names = [], []
-        for name, param in self._named:
-            if param.grad is not None:
-                grads.append(param.grad)
-                names.append(name)
+        grads = [param.grad for _, param in self._named]
+        if any(g is None for g in grads):  # parameters this step did not reach
+            kept = [(n, g) for (n, _), g in zip(self._named, grads, strict=True) if g is not None]
+            self._names, grads = [n for n, _ in kept], [g for _, g in kept]
+        else:
+            self._names = self._all_names
         if not grads or not self._losses:
             return
-        self._names = names
         norms = grad_norms(grads)
         extra = [self._scaler._scale.view(())] if self._scaler is not None else []
-        self._row = torch.stack([*norms, *(x.float() for x in self._losses), *extra])
+        losses = [x if x.dtype == torch.float32 else x.float() for x in self._losses]
+        self._row = torch.stack([*norms, *losses, *extra])
         self._stepped = True
         self._steps += 1
         if not self._decide_now:
@@ -135,6 +138,7 @@ class NumericsWatch(L.Callback):
             values = [trainer.strategy.reduce(self._row.sum(), reduce_op="sum").item()]
         else:
             values = self._row.tolist()  # the one read per optimizer step of skip and stop
+            self._values = values
         if not all(map(math.isfinite, values)):
             self._skip(trainer, optimizer, values)
 
@@ -153,6 +157,7 @@ class NumericsWatch(L.Callback):
             self._look(trainer, self._ring.take(upto))
         self._log(trainer, pl_module)
         self._losses.clear()
+        self._values = None
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._decide_now:  # the run is over: waiting for the last rows costs nothing
@@ -276,15 +281,18 @@ class NumericsWatch(L.Callback):
 
     # -- reporting ----------------------------------------------------------------------------
     def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning writes step metrics only on its logging steps, and each self.log call
-        # costs ~0.2 ms on CPU: log on those steps only. The values stay tensors (no read).
+        # Lightning writes step metrics only on its logging steps: log on those steps only,
+        # straight to the loggers (each self.log call costs ~0.2 ms of CPU). Reads the row
+        # there, unless the per-step decision has read it already.
         if not trainer.loggers or not trainer._logger_connector.should_update_logs:
             return
-        log = functools.partial(pl_module.log, on_step=True, on_epoch=False, batch_size=1)
-        log("numerics/grad_norm", torch.linalg.vector_norm(self._row[: len(self._names)]))
+        count = len(self._names)
+        values = self._values if self._values is not None else self._row.tolist()
+        metrics = {"numerics/grad_norm": math.sqrt(math.fsum(v * v for v in values[:count]))}
         if self._scaler is not None:  # the scale this step ran with; skipped steps as read
-            log("numerics/loss_scale", self._row[-1])
-            log("numerics/skipped_steps", float(self._skipped))
+            metrics["numerics/loss_scale"] = values[-1]
+            metrics["numerics/skipped_steps"] = float(self._skipped)
+        log_step_metrics(trainer, metrics)
 
     def _show_activations(self) -> None:
         rows = self._peaks.read() if self._peaks is not None else []
