@@ -239,6 +239,16 @@ class OutOfMemoryAbove(L.Callback):
         )
 
 
+class RecordStart(L.Callback):
+    """Saves the weights and the optimizer's state as training starts (after Lightning and
+    every callback set them up) to run_dir/start.pt."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        state = {"weights": {k: v.detach().clone() for k, v in pl_module.state_dict().items()},
+                 "optimizer": trainer.optimizers[0].state_dict()}  # fmt: skip
+        torch.save(state, Path(trainer.default_root_dir) / "start.pt")
+
+
 class RecordSamples(L.Callback):
     """Each rank appends, per training batch, the epoch, the optimizer step and a hash of
     each sample's input to run_dir/samples/rank{R}.jsonl (a resumed run appends too)."""

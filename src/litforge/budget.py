@@ -33,6 +33,7 @@ from litforge.cli import check_group_choices, compose
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
+from litforge.models.freeze import KEY as FREEZE_KEY
 from litforge.toolkit.budget import depth, report
 from litforge.toolkit.budget.estimate import (
     attention_for,
@@ -63,6 +64,7 @@ def from_config(cfg: DictConfig) -> Subject:
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
     model = OmegaConf.to_container(cfg.model, resolve=True)
+    model.pop(FREEZE_KEY, None)  # type: ignore[union-attr]  # litforge's key, not an argument
     subject = subject_of(module, datamodule, accumulate, device, model)  # type: ignore[arg-type]
     if is_fsdp_run(cfg):
         subject.shards = fsdp_shards(cfg.trainer.get("devices", "auto"), cfg.trainer.num_nodes)

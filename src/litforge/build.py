@@ -26,6 +26,7 @@ from litforge.errors import ConfigError
 from litforge.extras import missing_extra
 from litforge.launch import processes
 from litforge.launch.fsdp import check_shardable, is_fsdp_run
+from litforge.models.freeze import KEY as FREEZE_KEY
 from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
@@ -53,7 +54,10 @@ def build_module(cfg: DictConfig) -> L.LightningModule:
 def construct(node: DictConfig, group: str) -> Any:
     """instantiate(node) with plain dicts and lists (`_convert_="all"`); a constructor's
     refusal of its arguments becomes one line naming the config path it came from."""
-    plain = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    contents = OmegaConf.to_container(node, resolve=True)
+    if group == "model":  # litforge's own key (litforge.models.freeze), not an argument
+        contents.pop(FREEZE_KEY, None)  # type: ignore[union-attr]
+    plain = OmegaConf.create(contents)
     try:
         return instantiate(plain, _convert_="all")
     except InstantiationException as err:
@@ -160,8 +164,10 @@ def build_trainer(
         kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), plugin]
         kwargs["precision"] = None  # Lightning refuses both; the plugin says 16-mixed
     loggers = build_loggers(cfg)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    model.pop(FREEZE_KEY, None)  # type: ignore[union-attr]  # what builds it, nothing else
     record = ModelRecord(
-        OmegaConf.to_container(cfg.model, resolve=True),  # type: ignore[arg-type]
+        model,  # type: ignore[arg-type]
         OmegaConf.to_container(cfg.data, resolve=True),  # type: ignore[arg-type]
     )
     callbacks = [*build_callbacks(cfg), *extra_callbacks, record]

@@ -11,7 +11,10 @@ from omegaconf import DictConfig
 
 from litforge import build, checkpointing, compiling, console, run_record
 from litforge.callbacks.auto_microbatch import AutoMicrobatch
+from litforge.checkpointing import restore
 from litforge.cli import entry_point
+from litforge.models.freeze import KEY as FREEZE_KEY
+from litforge.models.freeze import freeze
 from litforge.tracking import lifecycle as tracking
 from litforge.validation.checks import check_config
 
@@ -23,11 +26,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_datamodule(cfg)
     module = build.build_module(cfg)
+    hot_start = []
+    if checkpoints.restore is not None:  # restore.mode=finetune | hotstart
+        restore.load_weights(module, checkpoints.restore)
+        if checkpoints.restore.mode == "hotstart":
+            hot_start.append(restore.HotStart(checkpoints.restore))
+    freeze(module, cfg.model.get(FREEZE_KEY))
     settings = compiling.options(cfg)  # a missing compiler is one line before training
     run_dir = Path(cfg.run_dir)
     tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
     shrinking = [AutoMicrobatch()] if cfg.get("microbatch", {}).get("auto") else []
-    trainer = build.build_trainer(cfg, [*checkpoints.callbacks, *shrinking], datamodule)
+    extra = [*checkpoints.callbacks, *shrinking, *hot_start]
+    trainer = build.build_trainer(cfg, extra, datamodule)
     if shrinking:
         AutoMicrobatch.check(trainer, datamodule)
     if settings is not None:

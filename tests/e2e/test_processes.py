@@ -147,6 +147,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _ranks_of(pid: int) -> list[int]:
+    """The children of `pid` that run train.py."""
+    found = []
+    for child in _children(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.endswith(b"train.py") for arg in argv):
+            found.append(child)
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -211,8 +224,14 @@ def test_rank_starting_up_stops_when_its_launcher_is_gone(tmp_path):
     launcher = _start_ddp(tmp_path)
     ranks: list[int] = []
     try:
-        assert _wait_for(lambda: _children(launcher.pid), 90), "no rank started"
-        ranks = _children(launcher.pid)
+        # The rank is the child running train.py again (Lightning re-executes argv); read
+        # once: a second look may miss it, and another child (a helper the launcher runs
+        # and that exits at once) is not the rank.
+        def rank_started() -> bool:
+            ranks[:] = _ranks_of(launcher.pid)
+            return bool(ranks)
+
+        assert _wait_for(rank_started, 90), "no rank started"
         launcher.send_signal(signal.SIGKILL)
         launcher.wait(timeout=10)
         assert _wait_for(lambda: not _alive(ranks[0]), 60), "rank 1 outlived its launcher"

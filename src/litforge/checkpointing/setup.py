@@ -18,6 +18,8 @@ from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.preemption import Preempted, Preemption
+from litforge.checkpointing.restore import Restore, requested
+from litforge.checkpointing.restore import fetch as fetch_restore
 from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.run_costs import RunCosts
 from litforge.checkpointing.shape import ResumeShape
@@ -41,6 +43,7 @@ class Checkpointing:
 
     def __init__(self, resume_from: Path | None = None) -> None:
         self.resume_from = resume_from  # what trainer.fit(ckpt_path=...) starts from
+        self.restore: Restore | None = None  # restore.mode=finetune|hotstart, if it applies
         self.callbacks: list[L.Callback] = []
         self.location: str | None = None  # where this run's checkpoints go (credentials cut)
 
@@ -139,7 +142,14 @@ def setup(cfg: DictConfig) -> Checkpointing:
     staging = Path(opts.staging_dir) if opts else Path(cfg.run_dir) / "checkpoint-staging"
     explicit = cfg.get("ckpt_path")
     sharded = is_fsdp_run(cfg)  # its checkpoints are directories
+    wanted = requested(cfg)  # restore.mode: applies while the run has no checkpoint of its own
     if not opts:
+        if wanted and wanted[0] != "continue":
+            started = Checkpointing()
+            started.restore = fetch_restore(cfg, *wanted, staging)
+            return started
+        if wanted:
+            explicit = wanted[1]
         if not explicit:
             return Checkpointing()
         local = checkpoint_file.fetch(explicit, staging)
@@ -159,6 +169,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
             console.info("uploaded %d staged checkpoints to %s: %s", len(uploaded), store,
                          ", ".join(uploaded))  # fmt: skip
     resumed_name = None
+    restored: Restore | None = None
     if explicit:
         ckpt_path = _outside(store, checkpoint_file.fetch(explicit, staging), staging)
         checkpoint_file.check_resumable(ckpt_path, cfg.model, f"ckpt_path={explicit}", sharded)
@@ -173,8 +184,15 @@ def setup(cfg: DictConfig) -> Checkpointing:
         ckpt_path, resumed_name = found if found else (None, None)
         if found:
             console.info("resuming from %s/%s", store, resumed_name)
-        else:
+        elif not wanted:
             console.info("no checkpoint in %s: starting fresh", store)
+    if wanted and ckpt_path is None:  # nothing of its own to resume: start from restore.from
+        restored = fetch_restore(cfg, *wanted, staging)
+        if restored.mode == "continue":
+            ckpt_path = _outside(store, restored.local, staging)
+            checkpoint_file.check_resumable(ckpt_path, cfg.model, f"restore.from={wanted[1]}",
+                                            sharded)  # fmt: skip
+            restored = None
     saver = StoreCheckpoint(
         store,
         staging,
@@ -191,7 +209,9 @@ def setup(cfg: DictConfig) -> Checkpointing:
         resume_hint=resume_hint(cfg),
     )
     shape = str(cfg.get("resume_shape", "adapt"))
-    return StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
+    found_setup = StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
+    found_setup.restore = restored
+    return found_setup
 
 
 def resume_hint(cfg: DictConfig) -> str:

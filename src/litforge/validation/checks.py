@@ -58,8 +58,10 @@ def check_targets(plain: dict[str, Any]) -> None:
             )
     targets.require_partial(plain["model"].get("optimizer"), "model.optimizer", "the parameters")
     targets.require_partial(plain["model"].get("scheduler"), "model.scheduler", "the optimizer")
-    for group in ("data", "model", "callbacks", "logger"):
-        targets.check_tree(plain.get(group), group)
+    model = {k: v for k, v in plain["model"].items() if k != "freeze"}  # litforge's own key
+    for group, tree in (("data", plain.get("data")), ("model", model),
+                        ("callbacks", plain.get("callbacks")), ("logger", plain.get("logger"))):  # fmt: skip
+        targets.check_tree(tree, group)
 
 
 def _check_logger_dirs(plain: dict[str, Any]) -> None:

@@ -34,6 +34,10 @@ RULES: dict[str, Rule] = {
     "resume": OneOf(("auto", "never")),
     "resume_shape": OneOf(("adapt", "strict")),
     "microbatch.auto": Bool(),
+    "restore.mode": OneOf(("finetune", "hotstart", "continue"), null=True),
+    "restore.from": Text(null=True),
+    "restore.strict": Bool(),
+    "model.freeze": ListOf(Text(), null=True),
     "compile.enabled": Bool(),
     "compile.backend": Text(),
     "compile.mode": OneOf(
@@ -144,6 +148,8 @@ def litforge_leaves(config: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     for key, value in config.items():
         if key not in USER_GROUPS:
             yield from leaves({key: value})
+        elif key == "model" and isinstance(value, dict) and "freeze" in value:
+            yield "model.freeze", value["freeze"]  # litforge's key in the user's group
 
 
 def problems(config: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:

@@ -1,4 +1,5 @@
-"""Character-level text from Python's own `pydoc_data.topics` (about 465k characters).
+"""Character-level text that ships with Python: `pydoc_data.topics` (about 465k
+characters), or the source of some standard-library modules (`data.corpus`).
 
 The vocabulary is the 128 ASCII code points: the corpus is ASCII except ~575 typographic
 characters (curly quotes, dashes, ellipses), which are mapped to ASCII look-alikes, so a
@@ -30,11 +31,27 @@ def decode(ids: torch.Tensor | list[int]) -> str:
     return bytes(int(i) for i in ids).decode("ascii", errors="replace")
 
 
-def load_corpus() -> str:
-    """Every pydoc topic, in sorted key order so the corpus is the same on every run."""
-    from pydoc_data.topics import topics
+def load_corpus(corpus: str = "pydoc_topics") -> str:
+    """The text of `corpus`, the same on every run of one Python version:
+    pydoc_topics: every pydoc topic (the language reference's prose), in sorted key order;
+    stdlib_source: the source code of a fixed list of standard-library modules (another
+    kind of text, for fine-tuning a model pretrained on the first)."""
+    if corpus == "pydoc_topics":
+        from pydoc_data.topics import topics
 
-    return "\n\n".join(topics[key] for key in sorted(topics))
+        return "\n\n".join(topics[key] for key in sorted(topics))
+    if corpus == "stdlib_source":
+        import importlib
+        import inspect
+
+        return "\n\n".join(inspect.getsource(importlib.import_module(m)) for m in STDLIB_MODULES)
+    raise ConfigError(f"data.corpus={corpus!r} must be one of: {', '.join(CORPORA)}")
+
+
+# About 470k characters of Python source (3.11), all shipped with the interpreter.
+STDLIB_MODULES = ("argparse", "textwrap", "difflib", "fractions", "statistics", "calendar",
+                  "heapq", "bisect", "shlex", "string", "csv", "fnmatch", "glob", "tokenize")  # fmt: skip
+CORPORA = ("pydoc_topics", "stdlib_source")
 
 
 class CharWindows(Dataset):
@@ -67,6 +84,7 @@ class TextDataModule(SplitDataModule):
         shuffle_seed: int = 0,
         shuffle: bool = True,
         num_workers: int = 0,
+        corpus: str = "pydoc_topics",
     ) -> None:
         super().__init__(
             batch_size=batch_size,
@@ -80,6 +98,9 @@ class TextDataModule(SplitDataModule):
                 f"data.train_fraction={train_fraction} + data.val_fraction={val_fraction} "
                 "must lie in (0, 1): the rest is the test split"
             )
+        if corpus not in CORPORA:
+            raise ConfigError(f"data.corpus={corpus!r} must be one of: {', '.join(CORPORA)}")
+        self.corpus = corpus
         self.block_size = block_size
         self.train_fraction = train_fraction
         self.val_fraction = val_fraction
@@ -91,7 +112,7 @@ class TextDataModule(SplitDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        ids = encode(load_corpus())
+        ids = encode(load_corpus(self.corpus))
         n_train = int(len(ids) * self.train_fraction)
         n_val = int(len(ids) * self.val_fraction)
         self.train_set = CharWindows(ids[:n_train], self.block_size)
