@@ -4,7 +4,7 @@ and the start-up each logger adds, in wall seconds.
 
 CPU time is this process's: W&B's own `wandb-core` process, which writes the run files,
 is not counted, as it does not slow the training loop. The start-up figures are wall time
-of a 1-step run (no test) minus the same with `logger=csv`, medians of 3.
+of a 1-step run (no test) minus the same with `logger=csv`, medians of 2.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def measure(repeats: int = MIN_REPEATS) -> dict[str, Figure]:
     }
     values = interleaved(sides, repeats)
     startup: dict[str, list[float]] = {name: [] for name in LOGGERS}
-    for _ in range(3):
+    for _ in range(2):  # one-off wall seconds, for orientation
         for name, overrides in LOGGERS.items():
             startup[name].append(_one_step_wall(overrides))
     for d in dirs:

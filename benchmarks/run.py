@@ -2,9 +2,9 @@
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
-                                             # checkpoint sweep loggers hooks distributed
+                                             # checkpoint sweep loggers hooks
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
-                                             # compile (inductor builds C++: ~2 min), numerics
+                                             # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
 """
 
@@ -48,25 +48,27 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
             **overhead.measure("cnn", repeats),
             **overhead.measure("gpt", repeats),
         },
+        # Within the suite's 10 minutes: 5 repeats where 7 cost a minute and the spread is
+        # small (memory's step-time ratios, startup's CPU seconds of fresh processes).
         "memory": lambda: {
-            **memory.measure_checkpointing(repeats),
-            **memory.measure_precision(repeats),
+            **memory.measure_checkpointing(min(repeats, 5)),
+            **memory.measure_precision(min(repeats, 5)),
         },
         "quality": quality.measure,
-        "startup": lambda: startup.measure(repeats),
+        "startup": lambda: startup.measure(min(repeats, 5)),
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
         "loggers": lambda: logger_overhead.measure(repeats),
         "hooks": lambda: hook_costs.measure(3),
-        "distributed": lambda: distributed.measure(min(repeats, 3)),
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than
-        # numerics' A/B ratio; compile spends minutes compiling.
+        # numerics' A/B ratio; distributed starts ~20 processes (90 s); compile compiles.
+        "distributed": lambda: distributed.measure(min(repeats, 3)),
         "numerics": lambda: numerics_overhead.measure(repeats),
         "compile": lambda: compile_step.measure(min(repeats, 5)),
     }
 
 
-OPT_IN = ("numerics", "compile")
+OPT_IN = ("distributed", "numerics", "compile")
 
 
 def machine() -> dict[str, Any]:
@@ -100,8 +102,9 @@ def markdown(figures: dict[str, Figure], info: dict[str, Any]) -> str:
     lines = [
         f"CPU benchmarks, {info['date']}: {info['cpu']}, {info['cores']} cores (torch on "
         f"{info['threads']} thread), torch {info['torch']}, lightning {info['lightning']}; "
-        f"{info['wall_s']:.0f} s in all. Ratios are medians of {MIN_REPEATS}+ interleaved "
-        "pairs of CPU time; byte and FLOP counts are exact. The `ckpt_block_ms_*` figures "
+        f"{info['wall_s']:.0f} s in all. Ratios are medians of {MIN_REPEATS} interleaved "
+        "pairs of CPU time (5 for memory and startup), `hook_share_*` of 3 runs each "
+        "accounted inside the run; byte and FLOP counts are exact. The `ckpt_block_ms_*` figures "
         "(and their async/sync ratios) are wall-clock ms per checkpoint save, medians of "
         f"{MIN_REPEATS}+ interleaved runs.",
         "",

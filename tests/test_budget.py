@@ -241,3 +241,15 @@ def test_cpu_processes_that_together_exceed_the_free_ram_are_one_line():
         "16.0 GiB of RAM available; use fewer trainer.devices, or processes.oversubscribe=true "
         "to start them anyway"
     )
+
+
+def test_frozen_parameters_count_as_weights_without_gradients_or_optimizer_state(make_cfg):
+    full = subject(make_cfg, "experiment=digits_cnn").row("32", None)
+    frozen = subject(make_cfg, "experiment=digits_cnn", "model.freeze=[net.features.*]")
+    row = frozen.row("32", None)
+    features = sum(p.nbytes for n, p in frozen.module.named_parameters() if ".features." in n)
+    assert features > 0
+    assert row.weights == full.weights
+    assert row.gradients == full.gradients - features
+    assert row.optimizer == full.optimizer - 2 * features - 4 * 4  # AdamW: two moments, a step
+    assert row.activations < full.activations  # the frozen convolutions keep no input

@@ -34,6 +34,7 @@ from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
 from litforge.models.freeze import KEY as FREEZE_KEY
+from litforge.models.freeze import freeze
 from litforge.toolkit.budget import depth, report
 from litforge.toolkit.budget.estimate import (
     attention_for,
@@ -59,6 +60,7 @@ def from_config(cfg: DictConfig) -> Subject:
             module = build_module(cfg)
         if depth.parameter_bytes(module) <= SMALL_MODULE_BYTES:
             module = build_module(cfg)  # small: measured whole, on its real weights
+        freeze(module, cfg.model.get(FREEZE_KEY))  # frozen: no gradient, no optimizer state
     datamodule = build_datamodule(cfg)
     datamodule.setup("fit")
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")

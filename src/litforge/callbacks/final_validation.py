@@ -27,6 +27,7 @@ class FinalValidation(L.Callback):
 
     def __init__(self) -> None:
         self._every_n_epochs: int | None = None  # check_val_every_n_epoch while lifted
+        self._last_epoch, self._max_steps, self._batches = False, -1, 0  # per epoch
 
     def on_train_batch_end(
         self,
@@ -37,7 +38,7 @@ class FinalValidation(L.Callback):
         batch_idx: int,
     ) -> None:
         # _ends_fit first: enable_validation inspects the module (is_overridden) each call.
-        if not _ends_fit(trainer, batch_idx) or not trainer.enable_validation:
+        if not self._ends_fit(trainer, batch_idx) or not trainer.enable_validation:
             return
         trainer.should_stop = True
         every = trainer.check_val_every_n_epoch
@@ -45,6 +46,20 @@ class FinalValidation(L.Callback):
             # Lightning checks the epoch before the stop request: lift it for this batch.
             self._every_n_epochs = every
             trainer.check_val_every_n_epoch = 1
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # What _ends_fit compares with, once per epoch rather than per batch.
+        max_epochs = trainer.max_epochs
+        self._last_epoch = (max_epochs is not None and max_epochs >= 0
+                            and trainer.current_epoch + 1 >= max_epochs)  # fmt: skip
+        self._max_steps, self._batches = trainer.max_steps, trainer.num_training_batches
+
+    def _ends_fit(self, trainer: L.Trainer, batch_idx: int) -> bool:
+        """Whether fit stops after this batch: max_steps reached, or the last epoch's last
+        batch."""
+        if self._max_steps >= 0 and trainer.global_step >= self._max_steps:
+            return True
+        return self._last_epoch and batch_idx + 1 >= self._batches
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._restore(trainer)
@@ -56,16 +71,3 @@ class FinalValidation(L.Callback):
         if self._every_n_epochs is not None:
             trainer.check_val_every_n_epoch = self._every_n_epochs
             self._every_n_epochs = None
-
-
-def _ends_fit(trainer: L.Trainer, batch_idx: int) -> bool:
-    """Whether fit stops after this batch: max_steps reached, or the last epoch's last batch."""
-    if trainer.max_steps >= 0 and trainer.global_step >= trainer.max_steps:
-        return True
-    max_epochs = trainer.max_epochs
-    return (
-        max_epochs is not None
-        and max_epochs >= 0
-        and trainer.current_epoch + 1 >= max_epochs
-        and batch_idx + 1 >= trainer.num_training_batches
-    )

@@ -81,6 +81,7 @@ class ThroughputMFU(L.Callback):
         self.hardware_flops_per_batch: int | None = None  # with recomputation, if any
         self._device = torch.device("cpu")
         self._throughput: Throughput | None = None  # None: nothing to measure or log
+        self._counting = False  # on_train_start: measuring, on rank 0
         self._val_start: float | None = None
         self._restored: dict[str, Any] = {}  # totals from the checkpoint a run resumes
         self._batches = self._samples = self._tokens = self._flops_since_update = 0
@@ -113,6 +114,7 @@ class ThroughputMFU(L.Callback):
             self._wait.batch_start()
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._counting = self._throughput is not None and trainer.is_global_zero  # per batch
         if self._throughput is None:
             return
         self._throughput.reset()
@@ -148,7 +150,7 @@ class ThroughputMFU(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *_: Any
     ) -> None:
-        if self._throughput is None or not trainer.is_global_zero:
+        if not self._counting:
             return
         if self._wait is not None:
             self._wait.batch_end()

@@ -89,12 +89,12 @@ def rebuild(
     if config is not None:
         from hydra.utils import instantiate
 
-        return instantiate({**config, **changes}, _convert_="all")
+        return _frozen_like(instantiate({**config, **changes}, _convert_="all"), module)
     params = inspect.signature(type(module).__init__).parameters
     anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in {**module.hparams, **changes}.items() if anything or k in params}
     try:
-        return type(module)(**kwargs)
+        return _frozen_like(type(module)(**kwargs), module)
     except TypeError as err:
         if any(module.hparams.get(k) != v for k, v in changes.items()):
             raise LitforgeError(
@@ -106,3 +106,13 @@ def rebuild(
         return copy.deepcopy(module)
     finally:
         module._trainer = trainer
+
+
+def _frozen_like(copy: L.LightningModule, module: L.LightningModule) -> L.LightningModule:
+    """`copy` with the parameters `module` has frozen (`model.freeze`) frozen too: they
+    take no gradient and no optimizer state."""
+    frozen = {name for name, p in module.named_parameters() if not p.requires_grad}
+    for name, param in copy.named_parameters():
+        if name in frozen:
+            param.requires_grad_(False)
+    return copy
