@@ -51,3 +51,12 @@ def test_max_steps_on_a_validation_gets_no_second_one(make_cfg, tmp_path):
 def test_epoch_schedule_ends_on_a_validation(make_cfg, tmp_path, overrides, expected):
     train(make_cfg(*CNN, "trainer.check_val_every_n_epoch=2", *overrides))
     assert validated_at(tmp_path / "run") == expected
+
+
+def test_a_run_resumed_mid_epoch_still_ends_on_a_validation(make_cfg, tmp_path):
+    # Lightning calls no on_train_epoch_start for the epoch a run resumes in.
+    first = [*GPT, "test=false", "checkpoint.every_n_train_steps=3", "run_name=mid"]
+    train(make_cfg(*first, "trainer.max_steps=3"))
+    metrics = train(make_cfg(*first, "trainer.max_steps=7"))
+    assert metrics["global_step"] == 7 and "val/loss" in metrics
+    assert validated_at(tmp_path / "run")[-1] == 7

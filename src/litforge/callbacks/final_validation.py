@@ -47,6 +47,9 @@ class FinalValidation(L.Callback):
             self._every_n_epochs = every
             trainer.check_val_every_n_epoch = 1
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.on_train_epoch_start(trainer, pl_module)  # Lightning skips that hook mid-epoch
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # What _ends_fit compares with, once per epoch rather than per batch.
         max_epochs = trainer.max_epochs

@@ -53,8 +53,7 @@ class NumericsWatch(L.Callback):
     """policy: warn (report, train on), skip (drop that optimizer step), or stop (skip it,
     save a checkpoint where a resume finds it, exit with NumericsFault).
     max_skipped_in_row, min_loss_scale: 16-mixed faults (a skipped step alone is not one).
-    activations: record each module's largest activation and print a table at the end.
-    """
+    activations: record each module's largest activation and print a table at the end."""
 
     def __init__(
         self,
@@ -86,6 +85,8 @@ class NumericsWatch(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._named = [(n, p) for n, p in pl_module.named_parameters() if p.requires_grad]
         self._all_names = [n for n, _ in self._named]
+        self._sharded = any(hasattr(p, "to_local") for _, p in self._named)  # FSDP's DTensors
+        self._distributed = trainer.world_size > 1  # asked once, not per step
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self._decide_now = self.policy != "warn" and self._scaler is None
@@ -126,7 +127,7 @@ class NumericsWatch(L.Callback):
             self._names = self._all_names
         if not grads or not self._losses:
             return
-        norms = grad_norms(grads)
+        norms = grad_norms(grads, self._sharded)
         extra = [self._scaler._scale.view(())] if self._scaler is not None else []
         losses = [x if x.dtype == torch.float32 else x.float() for x in self._losses]
         self._row = torch.stack([*norms, *losses, *extra])
@@ -134,7 +135,7 @@ class NumericsWatch(L.Callback):
         self._steps += 1
         if not self._decide_now:
             return
-        if trainer.world_size > 1:  # DDP's gradients agree across ranks; losses may not
+        if self._distributed:  # DDP's gradients agree across ranks; losses may not
             values = [trainer.strategy.reduce(self._row.sum(), reduce_op="sum").item()]
         else:
             values = self._row.tolist()  # the one read per optimizer step of skip and stop
@@ -150,9 +151,8 @@ class NumericsWatch(L.Callback):
             self._stop(trainer)
         if not self._decide_now:
             self._ring.push(trainer.global_step - 1, self._row, self._names)
-            # stop looks at the previous step's row, waiting for it if need be: it has
-            # arrived (the GradScaler's read in this step waited past it); every rank looks
-            # at the same rows, so they stop together.
+            # stop looks at the previous step's row, waiting for it if need be: it has arrived
+            # (the GradScaler's read in this step waited past it); all ranks stop together.
             upto = trainer.global_step - 2 if self.policy == "stop" else None
             self._look(trainer, self._ring.take(upto))
         self._log(trainer, pl_module)

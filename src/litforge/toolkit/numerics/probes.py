@@ -104,12 +104,15 @@ class ActivationPeaks:
             handle.remove()
 
 
-def grad_norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+def grad_norms(grads: list[torch.Tensor], sharded: bool = True) -> list[torch.Tensor]:
     """Each gradient's float32 L2 norm (a float16 norm overflows at 65504).
 
     Under trainer=fsdp each process holds a slice of every gradient (a DTensor): the norms
-    of the slices are combined across processes, one all-reduce per step.
+    of the slices are combined across processes, one all-reduce per step. `sharded=False`
+    (known plain tensors) skips looking for slices.
     """
+    if not sharded:
+        return list(torch._foreach_norm(grads, 2.0, dtype=torch.float32))
     local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
     norms = torch._foreach_norm(local, 2.0, dtype=torch.float32)
     if local[0] is grads[0]:
