@@ -291,3 +291,22 @@ def test_without_the_extras_a_run_works_or_names_the_extra(tmp_path, overrides, 
         assert result.returncode != 0
         last = result.stderr.strip().splitlines()[-1]
         assert last.startswith("error: ") and error in last, result.stderr[-2000:]
+
+
+def test_a_hugging_face_model_without_the_extra_names_it(tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    result = _run(
+        ROOT, "experiment=hf_finetune", f"model.net.pretrained={model_dir}",
+        f"data.path={ROOT / 'README.md'}", "trainer=cpu", f"hydra.run.dir={tmp_path / 'run'}",
+        # Not the import blocker: torchmetrics imports transformers whenever its metadata
+        # is installed (Lightning-AI/torchmetrics#2242), so the package goes missing only
+        # after Lightning is imported, where litforge's model imports it.
+        preload="import lightning, sys; sys.modules.update(transformers=None, peft=None)",
+    )  # fmt: skip
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "error: the transformers package is not installed: pip install 'litforge[hf]'", (
+        result.stderr[-2000:]
+    )

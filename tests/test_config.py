@@ -31,8 +31,10 @@ def test_the_groups_the_readme_promises_exist():
     [f"{group}={option}" for group in GROUPS for option in options(group)],
 )
 def test_every_option_composes_and_passes_checks(make_cfg, override):
-    # The GPT reads its block size from the text data, so those two come as a pair.
-    base = ["experiment=gpt_char"] if override in ("model=gpt", "data=text") else []
+    # Token models need token data: those come as pairs.
+    pairs = {"model=gpt": "gpt_char", "data=text": "gpt_char",
+             "model=hf_causal_lm": "hf_finetune", "data=hf_text": "hf_finetune"}  # fmt: skip
+    base = [f"experiment={pairs[override]}"] if override in pairs else []
     cfg = make_cfg(*base, override)
     if override == "trainer=gpu" and not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="trainer.accelerator=gpu but no CUDA GPU"):

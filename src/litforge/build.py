@@ -64,6 +64,9 @@ def construct(node: DictConfig, group: str) -> Any:
         cause = err.__cause__
         if isinstance(cause, ConfigError):
             raise cause from None
+        extra = missing_extra(err)  # a model or data of an extra (model=hf_causal_lm: hf)
+        if extra:
+            raise ConfigError(extra) from None
         if isinstance(cause, (ValueError, TypeError)):
             found = re.search(r"^full_key: (\S+)", str(err), re.MULTILINE)
             path = f"{group}.{found.group(1)}" if found else group

@@ -23,6 +23,10 @@ EXTRA_OF = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "adlfs": "azure",
+    "transformers": "hf",
+    "tokenizers": "hf",
+    "peft": "hf",
+    "accelerate": "hf",
 }
 
 

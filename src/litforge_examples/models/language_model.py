@@ -34,6 +34,8 @@ class LanguageModel(LitforgeModule):
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["net"])
         self.net = net
+        # A net may name its own repeated block (a Hugging Face model's decoder layer).
+        self.shard_unit = getattr(net, "shard_unit", None) or type(self).shard_unit
         if gradient_checkpointing:
             if not hasattr(net, "gradient_checkpointing"):
                 raise ValueError(

@@ -130,7 +130,7 @@ def measurement_notes(subject: Subject, row: Row) -> list[str]:
     found = subject.activation_model(row.precision, row.checkpointing)
     lines = []
     if found.layers is not None:
-        unit = type(subject.module).shard_unit.__name__  # type: ignore[attr-defined]
+        unit = subject.module.shard_unit.__name__  # type: ignore[union-attr]
         lines.append(
             f"activations measured by depth: without and with one of the model's "
             f"{found.layers} {unit} blocks (its shard_unit), {size(found.per_layer or 0)} per "

@@ -1,0 +1,106 @@
+"""Hugging Face causal LMs as litforge models: a tiny random-weight Llama built from a
+transformers config and saved with save_pretrained, with a tokenizer trained here on
+Python's own text; no download anywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from litforge.errors import ConfigError  # noqa: E402
+from litforge.training import train  # noqa: E402
+
+
+def tiny_llama(directory: Path, vocab: int = 300) -> Path:
+    """A 2-layer Llama and a byte-level BPE tokenizer of about `vocab` tokens, saved."""
+    from pydoc_data.topics import topics
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    text = [topics[k] for k in sorted(topics)]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<eos>"]))  # fmt: skip
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>")
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=128)  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory) -> Path:
+    return tiny_llama(tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory) -> Path:
+    import inspect
+    import textwrap
+
+    path = tmp_path_factory.mktemp("text") / "textwrap.py"
+    path.write_text(inspect.getsource(textwrap) * 2)
+    return path
+
+
+def hf(llama: Path, text_file: Path, *more: str) -> list[str]:
+    return ["experiment=hf_finetune", f"model.net.pretrained={llama}", f"data.tokenizer={llama}",
+            f"data.path={text_file}", "trainer=cpu", "test=false", *more]  # fmt: skip
+
+
+def test_a_saved_model_fine_tunes_and_its_loss_falls(make_cfg, llama, text_file):
+    metrics = train(make_cfg(*hf(llama, text_file, "trainer.max_steps=30", "model.optimizer.lr=1e-2",
+                                 "trainer.val_check_interval=30")))  # fmt: skip
+    assert metrics["global_step"] == 30
+    assert metrics["val/loss"] < torch.log(torch.tensor(300.0)).item() - 0.5  # below uniform
+
+
+def test_gradient_checkpointing_uses_the_models_own_switch(make_cfg, llama, text_file):
+    from litforge.build import build_module
+
+    module = build_module(make_cfg(*hf(llama, text_file, "model.gradient_checkpointing=true")))
+    assert module.net.model.is_gradient_checkpointing
+    assert module.shard_unit.__name__ == "LlamaDecoderLayer"
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("model.net.pretrained=/nonexistent/llama", "model.net.pretrained=/nonexistent/llama "
+                                                    "does not exist: give a directory written by save_pretrained()"),
+        ("data.path=/nonexistent.txt", "data.path=/nonexistent.txt: no such file"),
+    ],
+)  # fmt: skip
+def test_a_missing_model_or_file_is_one_line(make_cfg, llama, text_file, override, said):
+    with pytest.raises(ConfigError, match=said):
+        train(make_cfg(*hf(llama, text_file, override)))
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_one_line(make_cfg, llama, text_file, tmp_path):
+    bigger = tiny_llama(tmp_path / "bigger", vocab=400)
+    with pytest.raises(ConfigError, match=r"data.tokenizer=.* has \d+ tokens, but model.net's "
+                                          r"embedding has \d+ rows"):  # fmt: skip
+        train(make_cfg(*hf(llama, text_file, f"data.tokenizer={bigger}")))
+
+
+@pytest.mark.slow
+def test_fsdp_shards_the_decoder_layers(llama, text_file, tmp_path):
+    from tests.helpers import run_entry
+
+    result = run_entry("train.py", *hf(llama, text_file, "trainer=fsdp", "trainer.devices=2",
+                                       "trainer.max_steps=3", "checkpoint.every_n_train_steps=3"),
+                       run_dir=tmp_path / "fsdp")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    shards = next(p for p in (tmp_path / "fsdp").rglob("step-00000003.ckpt") if p.is_dir())
+    assert len(list(shards.glob("*.distcp"))) == 2
