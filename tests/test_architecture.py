@@ -39,6 +39,7 @@ LAYERS = {
         "models",
         "nets",
         "data",
+        "hf",
     },  # fmt: skip
     1: {"validation", "scaffold"},
     2: {"launch"},
@@ -56,6 +57,7 @@ LAYERS = {
         "plan",
         "matmul_bench",
         "consolidate",
+        "export",
         "grid_check",
         "__init__",
     },  # fmt: skip

@@ -72,6 +72,14 @@ def test_continue_resumes_the_whole_state(make_cfg, pretrained):
     assert metrics["global_step"] == 13
 
 
+def test_continue_refuses_a_changed_model_shape(make_cfg, pretrained):
+    with pytest.raises(ConfigError, match=(
+        r"restore.from=.* was trained with model.net.hidden=128, but the config has "
+        r"model.net.hidden=64"
+    )):  # fmt: skip
+        train(make_cfg(*BASE, "model.net.hidden=64", *restore("continue", pretrained)))
+
+
 def test_a_restored_run_resumes_its_own_checkpoints_once_it_has_some(make_cfg, caplog, pretrained):
     first = train(make_cfg(*BASE, "trainer.max_steps=5", *restore("finetune", pretrained)))
     assert first["global_step"] == 5

@@ -72,8 +72,13 @@ def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_d
     what = f"ckpt_path={url}"
     check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
     state = sharded_weights(local) if local.is_dir() else checkpoint["state_dict"]
+    # A module that saves part of itself (LoRA adapters; the base from its own directory)
+    # says so as Lightning asks: strict_loading=False.
+    strict = bool(getattr(module, "strict_loading", True))
     try:
-        module.load_state_dict(state)
+        result = module.load_state_dict(state, strict=strict)
+        if not strict and (unexpected := list(result.unexpected_keys)):
+            raise RuntimeError(f"Unexpected key(s): {', '.join(unexpected[:5])}")
     except RuntimeError as err:  # missing / unexpected keys, size mismatches
         detail = " ".join(line.strip() for line in str(err).splitlines()[1:4])
         raise ConfigError(

@@ -209,9 +209,9 @@ def setup(cfg: DictConfig) -> Checkpointing:
         resume_hint=resume_hint(cfg),
     )
     shape = str(cfg.get("resume_shape", "adapt"))
-    found_setup = StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
-    found_setup.restore = restored
-    return found_setup
+    checkpointing = StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
+    checkpointing.restore = restored
+    return checkpointing
 
 
 def resume_hint(cfg: DictConfig) -> str:

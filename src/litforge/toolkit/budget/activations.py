@@ -99,7 +99,8 @@ def measure_copies(
             _check_ram(copy, subject)
             depth.materialize(copy, subject.device)
         else:
-            copy.load_state_dict(subject.module.state_dict())
+            # strict_loading=False: a module whose state is partial (LoRA adapters only).
+            copy.load_state_dict(subject.module.state_dict(), strict=copy.strict_loading)
         copy = plugin.convert_module(copy).to(subject.device).train()
         kept = [*copy.parameters(), *copy.buffers()]
         for count, samples in runs:

@@ -104,3 +104,73 @@ def test_fsdp_shards_the_decoder_layers(llama, text_file, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     shards = next(p for p in (tmp_path / "fsdp").rglob("step-00000003.ckpt") if p.is_dir())
     assert len(list(shards.glob("*.distcp"))) == 2
+
+
+LORA = ["model.net.lora={r:4,alpha:8,dropout:0.0,target_modules:[q_proj,v_proj]}"]
+
+
+def test_lora_trains_only_adapters_and_checkpoints_hold_only_them(make_cfg, llama, text_file,
+                                                                   tmp_path):  # fmt: skip
+    from litforge.build import build_module
+
+    module = build_module(make_cfg(*hf(llama, text_file, *LORA)))
+    trainable = [n for n, p in module.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    train(make_cfg(*hf(llama, text_file, *LORA, "trainer.max_steps=4",
+                       "checkpoint.every_n_train_steps=4")))  # fmt: skip
+    saved = torch.load(next((tmp_path / "run").rglob("step-00000004.ckpt")), weights_only=True)
+    assert saved["state_dict"] and all("lora_" in k for k in saved["state_dict"])
+    assert saved["litforge_base_model"]["pretrained"] == str(llama)
+    assert len(saved["litforge_base_model"]["sha256"]) == 64
+
+
+def test_a_lora_run_resumes_exactly(make_cfg, llama, text_file, tmp_path):
+    common = [*LORA, "run_name=lora", "checkpoint.every_n_train_steps=3",
+              "trainer.val_check_interval=100", "model.optimizer.lr=1e-2"]  # fmt: skip
+    train(make_cfg(*hf(llama, text_file, *common, "trainer.max_steps=6"), run_dir=tmp_path / "a"))
+    train(make_cfg(*hf(llama, text_file, *common, "trainer.max_steps=3"), run_dir=tmp_path / "b"))
+    train(make_cfg(*hf(llama, text_file, *common, "trainer.max_steps=6"), run_dir=tmp_path / "b"))
+    straight, resumed = (
+        torch.load(next((tmp_path / d).rglob("step-00000006.ckpt")), weights_only=True)
+        for d in ("a", "b")
+    )
+    assert straight["state_dict"].keys() == resumed["state_dict"].keys()
+    for name, tensor in straight["state_dict"].items():
+        assert torch.equal(tensor, resumed["state_dict"][name]), name
+    for a, b in zip(straight["optimizer_states"][0]["state"].values(),
+                    resumed["optimizer_states"][0]["state"].values(), strict=True):  # fmt: skip
+        assert torch.equal(a["exp_avg"], b["exp_avg"])
+
+
+def test_export_merges_the_adapters_into_a_directory_transformers_loads(make_cfg, llama, text_file,
+                                                                         tmp_path):  # fmt: skip
+    from transformers import AutoModelForCausalLM
+
+    from litforge.build import build_module
+    from litforge.checkpointing import checkpoint_file
+    from litforge.export import export
+
+    cfg = make_cfg(*hf(llama, text_file, *LORA, "trainer.max_steps=4", "model.optimizer.lr=1e-2",
+                       "checkpoint.every_n_train_steps=4"))  # fmt: skip
+    train(cfg)
+    ckpt = next((tmp_path / "run").rglob("step-00000004.ckpt"))
+    out = export(str(ckpt), tmp_path / "exported")
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    module = build_module(cfg)
+    checkpoint_file.load_weights(module, cfg.model, str(ckpt), tmp_path / "downloaded")
+    ids = torch.randint(0, 200, (2, 16), generator=torch.Generator().manual_seed(0))
+    module.eval()
+    with torch.no_grad():
+        ours = module(ids)
+        theirs = AutoModelForCausalLM.from_pretrained(out).eval()(input_ids=ids).logits
+        base = AutoModelForCausalLM.from_pretrained(llama).eval()(input_ids=ids).logits
+    torch.testing.assert_close(theirs, ours, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(base, ours)  # the adapters changed the model
+
+
+def test_lora_target_modules_that_match_nothing_list_the_candidates(make_cfg, llama, text_file):
+    with pytest.raises(ConfigError, match=(
+        r"model.net.lora.target_modules=\['query'\]: query match no module of the model; its "
+        r"linear layers are: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"
+    )):  # fmt: skip
+        train(make_cfg(*hf(llama, text_file, "model.net.lora={target_modules:[query]}")))

@@ -1,5 +1,5 @@
 """A local text file, tokenized with a Hugging Face tokenizer, in windows of `block_size`
-tokens: the data for `model.net=...HFCausalLM` (conf/data/hf_text.yaml).
+tokens: the data for `litforge.hf.HFCausalLM` (a project's conf/data/hf_text.yaml).
 
 `tokenizer` is a directory written by `save_pretrained` (usually the model's own) or a
 hub id. Split by position like `TextDataModule`: the first `train_fraction` for training,
@@ -11,10 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch.utils.data import Dataset
 
-from litforge import ConfigError, SplitDataModule, at_least
-from litforge_examples.data.text import CharWindows
-from litforge_examples.nets.hf import check_pretrained
+from litforge.data.loaders import SplitDataModule, at_least
+from litforge.errors import ConfigError
+from litforge.hf.model import check_pretrained
+
+
+class TokenWindows(Dataset):
+    """Non-overlapping windows: item i is (ids[i*T : i*T+T], ids[i*T+1 : i*T+T+1])."""
+
+    def __init__(self, ids: torch.Tensor, block_size: int) -> None:
+        self.ids, self.block_size = ids.long(), block_size
+
+    def __len__(self) -> int:
+        return (len(self.ids) - 1) // self.block_size
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = self.ids[i * self.block_size : (i + 1) * self.block_size + 1]
+        return chunk[:-1], chunk[1:]
 
 
 class HFTextDataModule(SplitDataModule):
@@ -69,9 +84,9 @@ class HFTextDataModule(SplitDataModule):
         ids = self.encode(Path(self.path).read_text(encoding="utf-8"))
         n_train = int(len(ids) * self.train_fraction)
         n_val = int(len(ids) * self.val_fraction)
-        self.train_set = CharWindows(ids[:n_train], self.block_size)
-        self.val_set = CharWindows(ids[n_train : n_train + n_val], self.block_size)
-        self.test_set = CharWindows(ids[n_train + n_val :], self.block_size)
+        self.train_set = TokenWindows(ids[:n_train], self.block_size)
+        self.val_set = TokenWindows(ids[n_train : n_train + n_val], self.block_size)
+        self.test_set = TokenWindows(ids[n_train + n_val :], self.block_size)
 
     def _check_vocabulary(self) -> None:
         """Token ids the model's embedding has no row for would fail at the first batch with

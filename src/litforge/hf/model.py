@@ -10,11 +10,14 @@ Needs the `hf` extra: pip install 'litforge[hf]'.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from litforge import ConfigError
+from litforge import console
+from litforge.errors import ConfigError
+from litforge.hf.lora import add_adapters, base_identity, keep_adapters
 
 
 def check_pretrained(pretrained: str | None, key: str = "model.net.pretrained") -> None:
@@ -37,13 +40,14 @@ def check_pretrained(pretrained: str | None, key: str = "model.net.pretrained") 
 
 
 class HFCausalLM(nn.Module):
-    def __init__(self, pretrained: str | None) -> None:
+    """lora: {r, alpha, dropout, target_modules} trains LoRA adapters only (peft), and
+    checkpoints hold just them (`litforge.hf.lora`)."""
+
+    def __init__(self, pretrained: str | None, lora: dict[str, Any] | None = None) -> None:
         super().__init__()
         check_pretrained(pretrained)
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
-
-        from litforge import console
 
         if not console.interactive():
             hf_logging.disable_progress_bar()  # carriage-return bars garble logs
@@ -52,6 +56,27 @@ class HFCausalLM(nn.Module):
         self.model = AutoModelForCausalLM.from_pretrained(pretrained).train()
         self.vocab_size = self.model.get_input_embeddings().num_embeddings
         self.shard_unit = decoder_layer(self.model)
+        self.adapters_only = bool(lora)  # checkpoints without the base weights
+        if lora:
+            self.model = add_adapters(self.model, dict(lora))
+            self._register_state_dict_hook(keep_adapters)
+
+    def base_identity(self) -> dict[str, str] | None:
+        """What adapter-only checkpoints were trained on (None: they hold every weight)."""
+        if not self.adapters_only:
+            return None
+        if self._identity is None:
+            self._identity = base_identity(str(self.pretrained))
+        return self._identity
+
+    _identity: dict[str, str] | None = None
+
+    def merged(self) -> nn.Module:
+        """The plain transformers model, adapters merged into its weights (a copy)."""
+        import copy
+
+        model = copy.deepcopy(self.model)
+        return model.merge_and_unload() if self.adapters_only else model
 
     @property
     def gradient_checkpointing(self) -> bool:
