@@ -174,3 +174,18 @@ def test_lora_target_modules_that_match_nothing_list_the_candidates(make_cfg, ll
         r"linear layers are: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"
     )):  # fmt: skip
         train(make_cfg(*hf(llama, text_file, "model.net.lora={target_modules:[query]}")))
+
+
+def test_adapters_resume_only_onto_the_base_they_were_trained_on(make_cfg, text_file, tmp_path):
+    base = tiny_llama(tmp_path / "base")
+    common = [*LORA, "run_name=rebased", "checkpoint.every_n_train_steps=2"]
+    train(make_cfg(*hf(base, text_file, *common, "trainer.max_steps=2")))
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)  # other weights under the same directory
+    other = AutoModelForCausalLM.from_config(AutoModelForCausalLM.from_pretrained(base).config)
+    other.save_pretrained(base)
+    with pytest.raises(ConfigError, match=r"holds LoRA adapters trained on .*base \(sha256 "
+                                          r"[0-9a-f]{12}\), but model.net.pretrained=.* is "
+                                          r"another model"):  # fmt: skip
+        train(make_cfg(*hf(base, text_file, *common, "trainer.max_steps=4")))
