@@ -64,7 +64,9 @@ def test_the_heartbeat_renews_the_lock(tmp_path):
 
 @pytest.mark.slow  # two real runs side by side, ~40 s: CI time; the lock's units stay fast
 def test_a_second_run_with_the_same_name_stops_with_one_line(tmp_path):
-    args = ["run_name=twice", f"checkpoint.dir={tmp_path / 'store'}", "trainer.max_steps=200",
+    # Long enough that the first run is still training when the second has started up
+    # (imports and all, ~7 s here) and reaches the lock: 200 steps were a race.
+    args = ["run_name=twice", f"checkpoint.dir={tmp_path / 'store'}", "trainer.max_steps=1500",
             "trainer.max_epochs=-1", "checkpoint.every_n_train_steps=5", "test=false"]  # fmt: skip
     env = {**os.environ, "CI": "1", "PYTHONUNBUFFERED": "1"}
 
