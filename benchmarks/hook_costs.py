@@ -51,7 +51,8 @@ class HookTimer(L.Callback):
     _cpu_start: float | None = None
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        # Last in the callback list: this batch's other hooks have run.
+        # The window opens and closes at this hook each time: callbacks listed after this
+        # one have their hooks of the first batch inside it and of the last outside (a wash).
         if HookTimer._cpu_start is None and trainer.global_step >= 1:
             HookTimer.spent, HookTimer.calls = {}, {}
             HookTimer._cpu_start = time.process_time()

@@ -168,3 +168,15 @@ def test_modules_and_partials_in_hparams_are_stored_as_their_config(make_cfg, tm
     assert saved["hyper_parameters"]["net"]["_target_"] == NET
     assert saved["hyper_parameters"]["scheduler"]["_target_"] == "torch.optim.lr_scheduler.StepLR"
     assert saved["datamodule_hyper_parameters"]["batch_size"] == 32
+
+
+def test_a_plain_module_fine_tunes_from_its_checkpoint_with_frozen_layers(make_cfg, tmp_path):
+    first = [*USER, "trainer.max_epochs=1", "test=false"]
+    train(make_cfg(*first, run_dir=tmp_path / "pre"))
+    pretrained = newest_checkpoint(tmp_path / "pre")
+    train(make_cfg(*first, "restore.mode=finetune", f"restore.from={pretrained}",
+                   "model.freeze=[net.model.1.*]", run_dir=tmp_path / "tuned"))  # fmt: skip
+    before = torch.load(pretrained, weights_only=False)["state_dict"]
+    after = torch.load(newest_checkpoint(tmp_path / "tuned"), weights_only=False)["state_dict"]
+    for name, tensor in after.items():  # frozen as restored; the rest trained on
+        assert torch.equal(tensor, before[name]) == name.startswith("net.model.1."), name

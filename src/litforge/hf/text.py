@@ -11,25 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch.utils.data import Dataset
 
 from litforge.data.loaders import SplitDataModule, at_least
+from litforge.data.windows import TokenWindows
 from litforge.errors import ConfigError
 from litforge.hf.model import check_pretrained
-
-
-class TokenWindows(Dataset):
-    """Non-overlapping windows: item i is (ids[i*T : i*T+T], ids[i*T+1 : i*T+T+1])."""
-
-    def __init__(self, ids: torch.Tensor, block_size: int) -> None:
-        self.ids, self.block_size = ids.long(), block_size
-
-    def __len__(self) -> int:
-        return (len(self.ids) - 1) // self.block_size
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = self.ids[i * self.block_size : (i + 1) * self.block_size + 1]
-        return chunk[:-1], chunk[1:]
 
 
 class HFTextDataModule(SplitDataModule):

@@ -9,9 +9,9 @@ token is a character and the loss is in nats per character.
 from __future__ import annotations
 
 import torch
-from torch.utils.data import Dataset
 
 from litforge import ConfigError, SplitDataModule, at_least
+from litforge.data.windows import TokenWindows
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
@@ -54,20 +54,8 @@ STDLIB_MODULES = ("argparse", "textwrap", "difflib", "fractions", "statistics", 
 CORPORA = ("pydoc_topics", "stdlib_source")
 
 
-class CharWindows(Dataset):
-    """Non-overlapping windows: item i is (ids[i*T : i*T+T], ids[i*T+1 : i*T+T+1])."""
-
-    def __init__(self, ids: torch.Tensor, block_size: int) -> None:
-        self.ids = ids.long()
-        self.block_size = block_size
-
-    def __len__(self) -> int:
-        return (len(self.ids) - 1) // self.block_size
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        start = i * self.block_size
-        chunk = self.ids[start : start + self.block_size + 1]
-        return chunk[:-1], chunk[1:]
+# Character windows are the library's token windows (one id per character).
+CharWindows = TokenWindows
 
 
 class TextDataModule(SplitDataModule):
