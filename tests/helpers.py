@@ -181,22 +181,35 @@ def conf_options(group: str) -> list[str]:
 
 
 class OutOfMemoryAt(L.Callback):
-    """Raise torch.OutOfMemoryError in one phase of optimizer step `step`: forward,
-    backward, optimizer, validation (as CUDA's allocator would)."""
+    """Raise torch.OutOfMemoryError in one phase of optimizer step `step`, as CUDA's
+    allocator would: forward (inside the module's forward), backward, optimizer,
+    validation, sanity (the check before training), between (a hook after the step)."""
 
     HOOKS = {
-        "forward": "on_train_batch_start",
         "backward": "on_before_backward",
         "optimizer": "on_before_optimizer_step",
         "validation": "on_validation_batch_start",
+        "sanity": "on_validation_batch_start",
+        "between": "on_train_batch_end",
     }
 
     def __init__(self, phase: str, step: int = 2) -> None:
         self.phase, self.step = phase, step
-        setattr(self, self.HOOKS[phase], self._maybe_raise)
+        if phase in self.HOOKS:
+            setattr(self, self.HOOKS[phase], self._maybe_raise)
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.phase == "forward":
+            pl_module.register_forward_pre_hook(
+                lambda module, _: self._maybe_raise(trainer) if module.training else None
+            )
 
     def _maybe_raise(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.global_step >= self.step and not trainer.sanity_checking:
+        if self.phase == "sanity":
+            due = trainer.sanity_checking
+        else:
+            due = trainer.global_step >= self.step and not trainer.sanity_checking
+        if due:
             raise torch.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate 2.00 GiB (tests.helpers.OutOfMemoryAt)"
             )

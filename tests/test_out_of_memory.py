@@ -27,6 +27,8 @@ def oom_at(phase: str) -> list[str]:
         ("backward", "in the backward at optimizer step 2"),
         ("optimizer", "in the optimizer step at optimizer step 2"),
         ("validation", "in the validation at optimizer step 3"),
+        ("between", "in the hooks between steps at optimizer step 2"),
+        ("sanity", "in the sanity validation at optimizer step 0"),
     ],
 )
 def test_each_phase_is_named_with_the_budget_and_options(make_cfg, tmp_path, phase, said):
@@ -60,6 +62,6 @@ def test_the_command_prints_one_block_and_exits_66(tmp_path):
 
 
 def test_without_the_budget_it_still_names_the_phase(make_cfg):
-    with pytest.raises(OutOfMemory, match=r"^out of memory in the fit") as stop:
+    with pytest.raises(OutOfMemory, match=r"^out of memory in the forward") as stop:
         train(make_cfg(*RUN, *oom_at("forward"), "~callbacks.memory_budget"))
     assert "memory budget: not measured (callbacks.memory_budget is off)" in str(stop.value)

@@ -53,6 +53,7 @@ class Preemption(L.Callback):
         self.checkpoint = checkpoint
         self.received: int = 0
         self.stopped_by: int = 0
+        self._distributed = False
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -62,12 +63,13 @@ class Preemption(L.Callback):
         # After Lightning registered its handlers (at fit start), so ours take over.
         for sig in SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
+        self._distributed = trainer.world_size > 1  # asked once: the next hook is per batch
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.fit_loop._should_accumulate():
+        if not (self.received or self._distributed) or trainer.fit_loop._should_accumulate():
             return
         signum = self.received
-        if trainer.world_size > 1:  # a collective only when there are ranks to agree with
+        if self._distributed:  # a collective only when there are ranks to agree with
             flag = torch.tensor(float(signum), device=trainer.strategy.root_device)
             signum = int(trainer.strategy.reduce(flag, reduce_op="max"))
         if signum:

@@ -43,7 +43,7 @@ from litforge.errors import ConfigError
 from litforge.toolkit.data_wait import DataWait
 from litforge.toolkit.flops import first_tensor, measure_or_warn, token_count
 from litforge.toolkit.hardware import GIB, find_card, peak_dtype
-from litforge.tracking.step_metrics import log_step_metrics
+from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 KEY = "callbacks.throughput"
 
@@ -169,10 +169,7 @@ class ThroughputMFU(L.Callback):
             self._flops_since_update += self.flops_per_batch * samples // self._first_samples
         # Lightning's own cadence: once an optimizer step is complete, every
         # log_every_n_steps steps.
-        if (
-            not trainer._logger_connector.should_update_logs  # the cheaper test first
-            or trainer.fit_loop._should_accumulate()
-        ):
+        if not is_logging_step(trainer) or trainer.fit_loop._should_accumulate():
             return
         self._throughput.update(
             time=self._now() - self._t0,

@@ -44,9 +44,6 @@ class MemoryBudget(L.Callback):
     snapshot: on CUDA, record allocations and write run_dir/memory_snapshot.pickle when the
         run runs out of memory (`litforge.toolkit.budget.oom`; it slows CUDA allocation).
 
-    It also follows the phase of each step (forward, backward, optimizer step,
-    validation), which an out-of-memory report names.
-
     The measurements run on rebuilt copies of the module inside `torch.random.fork_rng`,
     so training (weights, RNG streams, data order) is the same with or without this.
     """
@@ -78,7 +75,6 @@ class MemoryBudget(L.Callback):
         self.subject: Any = None  # what it was measured on, for the options
         self.limit = report.Limit(None, "CPU (no limit)")
         self.peak: int | None = None  # torch.cuda.max_memory_allocated() when compared
-        self.phase = "setup"  # of fit, for an out-of-memory report
         self.snapshot_path: Path | None = None
         self._recording = False
 
@@ -136,26 +132,6 @@ class MemoryBudget(L.Callback):
         console.warn(message)
         return None
 
-    # -- the phase an out-of-memory error happens in ----------------------------------------
-    def on_sanity_check_start(self, *args: Any) -> None:
-        self.phase = "sanity validation"
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        self.phase = "forward"
-
-    def on_before_backward(self, *args: Any) -> None:
-        self.phase = "backward"
-
-    def on_before_optimizer_step(self, *args: Any) -> None:
-        self.phase = "optimizer step"
-
-    def on_validation_start(self, trainer: L.Trainer, *args: Any) -> None:
-        if not trainer.sanity_checking:
-            self.phase = "validation"
-
-    def on_validation_end(self, *args: Any) -> None:
-        self.phase = "hooks between steps"
-
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
     ) -> None:
@@ -170,7 +146,6 @@ class MemoryBudget(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
     ) -> None:
-        self.phase = "hooks between steps"
         if self.peak is not None or not self._comparing:
             return
         if trainer.global_step < self.compare_after_steps:

@@ -29,7 +29,7 @@ def explain(trainer: L.Trainer, err: BaseException) -> OutOfMemory:
     from litforge.toolkit.budget.callback import MemoryBudget
 
     budget = next((c for c in trainer.callbacks if isinstance(c, MemoryBudget)), None)
-    phase = budget.phase if budget is not None else "fit"
+    phase = phase_of(err)
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     lines = [
         f"out of memory in the {phase} at optimizer step {trainer.global_step} "
@@ -50,6 +50,37 @@ def explain(trainer: L.Trainer, err: BaseException) -> OutOfMemory:
             f"  memory snapshot: {budget.snapshot_path} (open it at https://pytorch.org/memory_viz)"
         )
     return OutOfMemory("\n".join(lines))
+
+
+# The Lightning calls each phase of fit runs inside: (module prefix, function) -> phase.
+# Read off the error's traceback, innermost first, so no hook has to follow the phase per
+# step: a forward runs inside optimizer_step (its closure), a backward after the forward.
+_PHASES = {
+    ("lightning.pytorch.strategies", "training_step"): "forward",
+    ("lightning.pytorch.strategies", "backward"): "backward",
+    ("lightning.pytorch.strategies", "optimizer_step"): "optimizer step",
+    ("lightning.pytorch.loops.evaluation_loop", "_evaluation_step"): "validation",
+    ("lightning.pytorch.loops.training_epoch_loop", "advance"): "hooks between steps",
+}
+_SANITY = ("lightning.pytorch.trainer.trainer", "_run_sanity_check")
+
+
+def phase_of(err: BaseException) -> str:
+    """The phase of fit `err` was raised in: forward, backward, optimizer step, validation,
+    sanity validation, hooks between steps, or setup (before the first batch)."""
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        frames.append((module.rsplit(".", 1)[0], module, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    for package, module, function in reversed(frames):
+        phase = _PHASES.get((package, function)) or _PHASES.get((module, function))
+        if phase == "validation" and any((m, f) == _SANITY for _, m, f in frames):
+            return "sanity validation"
+        if phase is not None:
+            return phase
+    return "setup"
 
 
 def _device_line(device: torch.device) -> str:

@@ -10,7 +10,10 @@ except where a decision must come before `optimizer.step()`:
   before the step; stop waits for the previous step's row, which the scaler's own read of
   its inf flag in this step has already waited past.
 - skip and stop without a scaler: one read per optimizer step, before it, to drop its
-  gradients (torch optimizers leave parameters without a gradient alone).
+  gradients (torch optimizers leave parameters without a gradient alone). On the CPU,
+  where torch runs a norm per tensor, that read is one flag from torch's own non-finite
+  check (the GradScaler's, at scale 1: one call over every gradient); the norms are
+  computed only on logging steps and for a fault's report.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from litforge.toolkit.numerics.probes import (
     weights_finite,
 )
 from litforge.toolkit.numerics.report import Fault, activation_table, block, what
-from litforge.tracking.step_metrics import log_step_metrics
+from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 POLICIES = ("warn", "skip", "stop")
 
@@ -90,6 +93,9 @@ class NumericsWatch(L.Callback):
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self._decide_now = self.policy != "warn" and self._scaler is None
+        cpu = trainer.strategy.root_device.type == "cpu"
+        self._flag_only = self._decide_now and cpu
+        self._flag, self._one = torch.zeros(1), torch.ones(1)
         self._ring = HostRing()
         self._losses: list[torch.Tensor] = []
         self._stepped = self._stop_pending = False
@@ -127,12 +133,17 @@ class NumericsWatch(L.Callback):
             self._names = self._all_names
         if not grads or not self._losses:
             return
-        norms = grad_norms(grads, self._sharded)
-        extra = [self._scaler._scale.view(())] if self._scaler is not None else []
-        losses = [x if x.dtype == torch.float32 else x.float() for x in self._losses]
-        self._row = torch.stack([*norms, *losses, *extra])
         self._stepped = True
         self._steps += 1
+        if self._flag_only:
+            finite = self._all_finite(trainer, grads)
+            if not finite or is_logging_step(trainer):
+                self._row = self._row_of(grads)
+                self._values = self._row.tolist()
+            if not finite:
+                self._skip(trainer, optimizer, self._values or [])
+            return
+        self._row = self._row_of(grads)
         if not self._decide_now:
             return
         if self._distributed:  # DDP's gradients agree across ranks; losses may not
@@ -142,6 +153,27 @@ class NumericsWatch(L.Callback):
             self._values = values
         if not all(map(math.isfinite, values)):
             self._skip(trainer, optimizer, values)
+
+    def _row_of(self, grads: list[torch.Tensor]) -> torch.Tensor:
+        """[each gradient's norm..., each micro-batch's loss..., (the loss scale)]."""
+        norms = grad_norms(grads, self._sharded)
+        extra = [self._scaler._scale.view(())] if self._scaler is not None else []
+        losses = [x if x.dtype == torch.float32 else x.float() for x in self._losses]
+        return torch.stack([*norms, *losses, *extra])
+
+    def _all_finite(self, trainer: L.Trainer, grads: list[torch.Tensor]) -> bool:
+        """One check of every gradient and loss, and one read. Multiplying by 1 in place
+        leaves every value as it was."""
+        local = [g.to_local() for g in grads] if self._sharded else grads
+        tensors = [*local, *self._losses]
+        torch._amp_foreach_non_finite_check_and_unscale_(tensors, self._flag, self._one)
+        flag = self._flag
+        if self._distributed:  # DDP's gradients agree across ranks; losses may not
+            flag = trainer.strategy.reduce(flag, reduce_op="max")
+        found = bool(flag.item())
+        if found:
+            self._flag.zero_()
+        return not found
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
         if not self._stepped:  # accumulating: no optimizer step in this batch
@@ -283,7 +315,9 @@ class NumericsWatch(L.Callback):
     def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # On Lightning's logging steps only, straight to the loggers (a self.log call costs
         # ~0.2 ms); reads the row unless the per-step decision has read it already.
-        if not trainer.loggers or not trainer._logger_connector.should_update_logs:
+        if not is_logging_step(trainer):
+            return
+        if self._flag_only and self._values is None:  # the logging step began after the check
             return
         count = len(self._names)
         values = self._values if self._values is not None else self._row.tolist()
