@@ -3,6 +3,7 @@ and callbacks that tests inject into real training runs via `+callbacks.NAME=...
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -274,3 +275,9 @@ class RecordSamples(L.Callback):
         with out.open("a") as file:
             record = {"epoch": trainer.current_epoch, "step": trainer.global_step, "x": hashes}
             file.write(json.dumps(record) + "\n")
+
+
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The rows of a run's csv/metrics.csv, as the CSV logger wrote them."""
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))

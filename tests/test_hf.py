@@ -4,6 +4,7 @@ Python's own text; no download anywhere."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -13,30 +14,8 @@ pytest.importorskip("transformers")
 
 from litforge.errors import ConfigError  # noqa: E402
 from litforge.training import train  # noqa: E402
-
-
-def tiny_llama(directory: Path, vocab: int = 300) -> Path:
-    """A 2-layer Llama and a byte-level BPE tokenizer of about `vocab` tokens, saved."""
-    from pydoc_data.topics import topics
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    text = [topics[k] for k in sorted(topics)]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<eos>"]))  # fmt: skip
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>")
-    tokenizer.save_pretrained(directory)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=128)  # fmt: skip
-    LlamaForCausalLM(config).save_pretrained(directory)
-    return directory
+from tests.helpers import csv_rows  # noqa: E402
+from tests.hf_models import tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +38,21 @@ def hf(llama: Path, text_file: Path, *more: str) -> list[str]:
             f"data.path={text_file}", "trainer=cpu", "test=false", *more]  # fmt: skip
 
 
-def test_a_saved_model_fine_tunes_and_its_loss_falls(make_cfg, llama, text_file):
+def test_a_saved_model_fine_tunes_and_its_loss_falls(make_cfg, llama, text_file, tmp_path):
     metrics = train(make_cfg(*hf(llama, text_file, "trainer.max_steps=30", "model.optimizer.lr=1e-2",
-                                 "trainer.val_check_interval=30")))  # fmt: skip
+                                 "trainer.val_check_interval=30", "trainer.log_every_n_steps=10")))  # fmt: skip
     assert metrics["global_step"] == 30
     assert metrics["val/loss"] < torch.log(torch.tensor(300.0)).item() - 0.5  # below uniform
+    # FLOPs counted on fake meta tensors (the Llama code reads values on plain meta ones).
+    rates = [r for r in csv_rows(tmp_path / "run") if r.get("train/device/flops_per_sec")]
+    assert rates and all(float(r["train/device/flops_per_sec"]) > 0 for r in rates)
 
 
 def test_gradient_checkpointing_uses_the_models_own_switch(make_cfg, llama, text_file):
     from litforge.build import build_module
 
     module = build_module(make_cfg(*hf(llama, text_file, "model.gradient_checkpointing=true")))
-    assert module.net.model.is_gradient_checkpointing
+    assert module.net.model.is_activation_checkpointing
     assert module.shard_unit.__name__ == "LlamaDecoderLayer"
 
 
@@ -167,6 +149,16 @@ def test_export_merges_the_adapters_into_a_directory_transformers_loads(make_cfg
     torch.testing.assert_close(theirs, ours, rtol=1e-4, atol=1e-5)
     assert not torch.allclose(base, ours)  # the adapters changed the model
 
+    # eval.py: the base from model.net.pretrained, the adapters from the checkpoint, samples.
+    from litforge.evaluation import evaluate
+
+    metrics = evaluate(make_cfg(*hf(llama, text_file, *LORA), f"ckpt_path={ckpt}",
+                                "sample.prompt=def", "sample.max_new_tokens=12",
+                                config_name="eval", run_dir=tmp_path / "eval"))  # fmt: skip
+    assert math.isfinite(metrics["test/loss"])
+    text = (tmp_path / "eval" / "sample.txt").read_text()
+    assert text.startswith("def") and len(text) > len("def")  # the tiny model's random bytes
+
 
 def test_lora_target_modules_that_match_nothing_list_the_candidates(make_cfg, llama, text_file):
     with pytest.raises(ConfigError, match=(
@@ -189,3 +181,9 @@ def test_adapters_resume_only_onto_the_base_they_were_trained_on(make_cfg, text_
                                           r"[0-9a-f]{12}\), but model.net.pretrained=.* is "
                                           r"another model"):  # fmt: skip
         train(make_cfg(*hf(base, text_file, *common, "trainer.max_steps=4")))
+    from litforge.evaluation import evaluate
+
+    (saved,) = (tmp_path / "run").rglob("step-00000002.ckpt")
+    with pytest.raises(ConfigError, match=r"holds LoRA adapters trained on .* another model"):
+        evaluate(make_cfg(*hf(base, text_file, *LORA), f"ckpt_path={saved}", config_name="eval",
+                          run_dir=tmp_path / "eval"))  # fmt: skip

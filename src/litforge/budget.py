@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         help="count attention as CUDA's fused kernels save it (the default for a GPU "
         "question: --device-memory, or a run on CUDA) or as this machine's kernels do",
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides before or after the options
     silence_known_upstream_warnings()
     with report_user_errors():
         _print_budget(args.overrides, args.compare, args.device_memory, args.attention)

@@ -112,5 +112,9 @@ def silence_known_upstream_warnings() -> None:
     )
     # torchdata 0.11's StatefulDataLoader calls torch.set_vital, deprecated in torch 2.13.
     warnings.filterwarnings("ignore", message=r"'set_vital' is deprecated", category=UserWarning)
+    # peft 0.21 asks transformers 5 for the old name of activation checkpointing.
+    warnings.filterwarnings(
+        "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
+    )
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_DropLightningTips())

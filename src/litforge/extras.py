@@ -27,6 +27,7 @@ EXTRA_OF = {
     "tokenizers": "hf",
     "peft": "hf",
     "accelerate": "hf",
+    "bitsandbytes": "qlora",
 }
 
 

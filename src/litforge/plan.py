@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)  # overrides before or after the options
     silence_known_upstream_warnings()
     with report_user_errors():
         _plan(args)

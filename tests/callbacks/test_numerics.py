@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 from pathlib import Path
@@ -18,7 +17,7 @@ from litforge import build, precision
 from litforge.errors import ConfigError
 from litforge.toolkit.numerics.callback import NumericsFault
 from litforge.training import train
-from tests.helpers import TINY_GPT, poison, run_entry
+from tests.helpers import TINY_GPT, csv_rows, poison, run_entry
 
 CNN = ["experiment=digits_cnn", "trainer.max_steps=4", "test=false", "trainer.limit_val_batches=1"]
 HERE = "tests.callbacks.test_numerics"
@@ -63,11 +62,6 @@ class RecordSteps(L.Callback):
 
 def messages(caplog) -> str:
     return "\n".join(r.getMessage() for r in caplog.records if r.name == "litforge")
-
-
-def csv_rows(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "csv" / "metrics.csv").open() as f:
-        return list(csv.DictReader(f))
 
 
 def finite_weights(checkpoint: Path) -> bool:

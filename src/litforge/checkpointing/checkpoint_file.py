@@ -71,6 +71,10 @@ def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_d
     checkpoint = load(str(local))
     what = f"ckpt_path={url}"
     check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
+    # As Lightning's load_from_checkpoint does, the module's own hook sees the checkpoint
+    # first (a LoRA module checks there that its base is the one the adapters trained on).
+    if callable(hook := getattr(module, "on_load_checkpoint", None)):
+        hook(checkpoint)
     state = sharded_weights(local) if local.is_dir() else checkpoint["state_dict"]
     # A module that saves part of itself (LoRA adapters; the base from its own directory)
     # says so as Lightning asks: strict_loading=False.

@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed.fsdp import FSDPModule
 from torch.func import functional_call
 
@@ -72,7 +73,11 @@ class _ForwardBackward(nn.Module):
 
 
 def step_flops(model: nn.Module, x: torch.Tensor) -> int:
-    """FLOPs of one forward and backward of `model` on `x`, counted on meta tensors."""
+    """FLOPs of one forward and backward of `model` on `x`, counted on meta tensors.
+
+    Under FakeTensorMode: code that reads a value where it can (transformers' check for
+    packed sequences calls `.item()`, which a meta tensor cannot answer) takes the path it
+    takes while compiling; the counts are the same."""
     step = _ForwardBackward(model)
     meta = {
         name: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
@@ -80,7 +85,7 @@ def step_flops(model: nn.Module, x: torch.Tensor) -> int:
     }
     meta.update({name: torch.empty_like(b, device="meta") for name, b in step.named_buffers()})
     x_meta = torch.empty_like(x, device="meta")
-    with torch.enable_grad():
+    with torch.enable_grad(), FakeTensorMode(allow_non_fake_inputs=True):
         return measure_flops(step, lambda: functional_call(step, meta, (x_meta,)))
 
 

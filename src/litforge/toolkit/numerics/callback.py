@@ -11,9 +11,8 @@ except where a decision must come before `optimizer.step()`:
   its inf flag in this step has already waited past.
 - skip and stop without a scaler: one read per optimizer step, before it, to drop its
   gradients (torch optimizers leave parameters without a gradient alone). On the CPU,
-  where torch runs a norm per tensor, that read is one flag from torch's own non-finite
-  check (the GradScaler's, at scale 1: one call over every gradient); the norms are
-  computed only on logging steps and for a fault's report.
+  one flag from the GradScaler's non-finite check at scale 1 (one call for all gradients,
+  where norms are a call each); the norms only on logging steps and for a report.
 """
 
 from __future__ import annotations
@@ -26,30 +25,20 @@ import lightning as L
 import torch
 
 from litforge import console
-from litforge.checkpointing.callback import StoreCheckpoint
-from litforge.checkpointing.uploader import UploadsPending
-from litforge.errors import ConfigError, LitforgeError
+from litforge.errors import ConfigError
 from litforge.toolkit.numerics.probes import (
     ActivationPeaks,
     HostRing,
     grad_norms,
     vanishing_eps,
-    weights_finite,
 )
 from litforge.toolkit.numerics.report import Fault, activation_table, block, what
+from litforge.toolkit.numerics.stop import NumericsFault, stop
+
+__all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 POLICIES = ("warn", "skip", "stop")
-
-
-class NumericsFault(LitforgeError):
-    """Training stopped on a non-finite loss or gradient (callbacks.numerics.policy=stop).
-
-    Exit status 65 (sysexits' EX_DATAERR): the numbers went bad, not the program or config.
-    """
-
-    exit_code = 65
-    interrupts = False  # in a sweep: a failed trial, not one to run again
 
 
 class NumericsWatch(L.Callback):
@@ -284,32 +273,9 @@ class NumericsWatch(L.Callback):
         return what(self._fault, self.min_loss_scale, self.max_skipped_in_row) or "fault"
 
     def _stop(self, trainer: L.Trainer) -> NoReturn:
-        """Save where a resume finds it (the checkpoint callback that preemption uses too),
-        wait for the upload as preemption does, then end the run with NumericsFault."""
         assert self._fault is not None
         self._show_activations()
-        saver = next((c for c in trainer.callbacks if isinstance(c, StoreCheckpoint)), None)
-        where, then = "saved no checkpoint (checkpoint=none)", "a rerun starts over"
-        if saver is not None and not weights_finite(trainer.lightning_module, trainer.strategy):
-            # An update before the fault (a vanishing eps, say) broke the weights: a
-            # checkpoint of them is no state to resume; the newest complete one stays newest.
-            where = "saved no checkpoint (the weights are already non-finite)"
-            then = (
-                f"{saver.resume_hint} from the newest complete checkpoint in {saver.store}, if any"
-            )
-        elif saver is not None:
-            saver.save(trainer, final=True)
-            location = str(saver.store)
-            try:
-                saver.finish(timeout_s=saver.store.timeout_s)
-            except UploadsPending:
-                location = f"{saver.staging_dir} (not uploaded yet; the next run uploads it)"
-            where = f"saved a checkpoint at step {trainer.global_step} to {location}"
-            then = f"{saver.resume_hint} from that checkpoint"
-        raise NumericsFault(
-            f"{self._summary()} at step {self._fault.step}: skipped it, {where} and stopped "
-            f"(callbacks.numerics.policy=stop). Try the fixes listed above; {then}"
-        )
+        stop(trainer, self._summary(), self._fault.step)
 
     # -- reporting ----------------------------------------------------------------------------
     def _log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
