@@ -126,11 +126,12 @@ def _shard_problem(err: BaseException) -> str:
     return _first_line(err)  # type: ignore[arg-type]
 
 
-def load(path: str) -> dict[str, Any]:
+def load(path: str, mmap: bool = False) -> dict[str, Any]:
     """torch.load(weights_only=True): tensors and plain values only, never arbitrary code.
 
     A sharded checkpoint's directory: its `meta.pt` (everything but weights and optimizer
-    state, which stay in the shards).
+    state, which stay in the shards). `mmap`: tensors stay in the file until read (a
+    checkpoint read more than once, or only in part, is not copied into memory each time).
     """
     file = Path(path)
     sharded = file.is_dir()
@@ -139,7 +140,7 @@ def load(path: str) -> dict[str, Any]:
     if not file.is_file():
         raise ConfigError(f"ckpt_path={path}: no such file")
     try:
-        checkpoint = torch.load(file, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
         if unsafe:

@@ -67,7 +67,7 @@ def fetch(cfg: DictConfig, mode: str, source: str, strict: bool, staging: Path) 
             f"restore.mode=hotstart: {what} is a sharded checkpoint (trainer=fsdp), whose "
             "optimizer state is sharded too; use restore.mode=finetune or continue"
         )
-    checkpoint = checkpoint_file.load(str(local))
+    checkpoint = checkpoint_file.load(str(local), mmap=True)
     same_model(checkpoint, OmegaConf.to_container(cfg.model, resolve=True), what)  # type: ignore[arg-type]
     console.info("restore.mode=%s from %s: %s", mode, source, {
         "finetune": "its weights; a new optimizer, schedule and step 0",
@@ -101,7 +101,7 @@ def load_weights(module: torch.nn.Module, restore: Restore) -> None:
     if restore.local.is_dir():
         state = checkpoint_file.sharded_weights(restore.local)
     else:
-        state = checkpoint_file.load(str(restore.local))["state_dict"]
+        state = checkpoint_file.load(str(restore.local), mmap=True)["state_dict"]
     own = module.state_dict()
     reshaped = [k for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
     shapes = [f"{k} {tuple(state[k].shape)} -> {tuple(own[k].shape)}" for k in reshaped]
@@ -132,7 +132,7 @@ class HotStart(L.Callback):
         self.restore = restore
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        saved = checkpoint_file.load(str(self.restore.local)).get("optimizer_states") or []
+        saved = checkpoint_file.load(str(self.restore.local), mmap=True).get("optimizer_states") or []
         if len(saved) != len(trainer.optimizers):
             raise ConfigError(
                 f"restore.mode=hotstart: restore.from={self.restore.source} holds "

@@ -34,9 +34,9 @@ from litforge.toolkit.numerics.probes import (
 )
 from litforge.toolkit.numerics.report import Fault, activation_table, block, what
 from litforge.toolkit.numerics.stop import NumericsFault, stop
+from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
-from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 POLICIES = ("warn", "skip", "stop")
 
