@@ -132,7 +132,9 @@ class HotStart(L.Callback):
         self.restore = restore
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        saved = checkpoint_file.load(str(self.restore.local), mmap=True).get("optimizer_states") or []
+        saved = (
+            checkpoint_file.load(str(self.restore.local), mmap=True).get("optimizer_states") or []
+        )
         if len(saved) != len(trainer.optimizers):
             raise ConfigError(
                 f"restore.mode=hotstart: restore.from={self.restore.source} holds "
