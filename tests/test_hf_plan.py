@@ -80,6 +80,15 @@ def test_7b_full_fine_tuning_does_not_fit_24gb_and_lora_in_bf16_does(capsys, sha
     assert gib(row, 1) == pytest.approx(4_194_304 * 2 / 2**30, rel=0.01)
     assert gib(row, 4) < 22.4
 
+    # QLoRA: the layers' weights in NF4 (4.127 bits), embeddings and head in float32.
+    budget.main([*seven_b(shapes), "precision=bf16-mixed", "model.gradient_checkpointing=true",
+                 "model.net.quantize=4bit", LORA, "--device-memory", "24GB"])  # fmt: skip
+    qlora = capsys.readouterr().out
+    row = next(line for line in qlora.splitlines() if line.startswith("bf16-mixed"))
+    layers, rest = 32 * 202_375_168, 2 * 32_000 * 4096  # each decoder layer's Linear weights
+    assert gib(row, 0) == pytest.approx((layers * 4.127 / 8 + rest * 4) / 2**30, rel=0.02)
+    assert row.endswith(" fits"), qlora
+
     # The plan: full fine-tuning needs 4 L4s with FSDP sharding the states; LoRA fits one.
     plan.main([*seven_b(shapes), "trainer.max_steps=1000", "--cards", "L4", "--json"])
     options = json.loads(capsys.readouterr().out)["options"]
@@ -107,6 +116,24 @@ def test_qlora_settings_are_one_line_before_training(make_cfg, shapes, overrides
                    f"data.path={text}", *overrides)  # fmt: skip
     with pytest.raises(ConfigError, match=said):
         build_module(cfg)
+
+
+def test_qlora_planned_on_the_meta_device_counts_4_bit_weights(make_cfg, shapes):
+    from litforge.hf.quantize import NF4_BYTES_PER_WEIGHT, PLANNED_BYTES
+
+    tiny, _, text = shapes
+    cfg = make_cfg("experiment=hf_finetune", f"model.net.pretrained={tiny}", f"data.path={text}",
+                   "model.net.quantize=4bit", LORA)  # fmt: skip
+    with torch.device("meta"):  # as the budget and the plan build it: no CUDA needed
+        module = build_module(cfg)
+    marked = {n for n, p in module.named_parameters() if hasattr(p, PLANNED_BYTES)}
+    linear = {f"{n}.weight" for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
+    adapters = {n for n in linear if "lora_" in n}
+    head = {n for n in linear if n.endswith("lm_head.weight")}
+    assert marked == linear - adapters - head and len(marked) == 2 * 7  # q k v o gate up down
+    assert {getattr(dict(module.named_parameters())[n], PLANNED_BYTES) for n in marked} == {
+        NF4_BYTES_PER_WEIGHT
+    }
 
 
 @pytest.mark.gpu

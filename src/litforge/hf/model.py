@@ -18,7 +18,7 @@ from torch import nn
 from litforge import console
 from litforge.errors import ConfigError
 from litforge.hf.lora import add_adapters, base_identity, keep_adapters
-from litforge.hf.quantize import check_quantize, quantized
+from litforge.hf.quantize import check_quantize, plan_4bit, quantized
 
 
 def check_pretrained(pretrained: str | None, key: str = "model.net.pretrained") -> None:
@@ -78,6 +78,8 @@ class HFCausalLM(nn.Module):
             from transformers import AutoConfig
 
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(pretrained))
+            if quantize:
+                plan_4bit(model)
         else:
             check_weights(pretrained)
             model = AutoModelForCausalLM.from_pretrained(pretrained, **quantized(quantize))

@@ -7,10 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
 from litforge.errors import ConfigError
 
 QUANTIZE = ("4bit",)
+# NF4: 4 bits per weight, plus its blocks' scales, 0.127 bits per weight with double
+# quantisation (Dettmers et al. 2023, "QLoRA", section 3).
+NF4_BYTES_PER_WEIGHT = (4 + 0.127) / 8
+PLANNED_BYTES = "litforge_bytes_per_element"  # on a parameter: what the budget counts
 
 
 def check_quantize(quantize: str | None, lora: Any, planning: bool = False) -> None:
@@ -25,7 +30,7 @@ def check_quantize(quantize: str | None, lora: Any, planning: bool = False) -> N
             f"{key}={quantize}: 4-bit weights do not train; QLoRA trains adapters over them: "
             "set model.net.lora too"
         )
-    if planning:  # the budget and the plan count the base weights unquantized (an upper bound)
+    if planning:  # the budget and the plan: a meta model, its weights marked (plan_4bit)
         return
     if not torch.cuda.is_available():
         raise ConfigError(
@@ -56,3 +61,12 @@ def quantized(quantize: str | None) -> dict[str, Any]:
         bnb_4bit_compute_dtype=torch.bfloat16,
     )
     return {"quantization_config": config, "device_map": {"": torch.cuda.current_device()}}
+
+
+def plan_4bit(model: nn.Module) -> None:
+    """Mark the weights bitsandbytes would quantize (every Linear but the output head, as
+    transformers' loader skips it) with their NF4 size, for the memory budget to count."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module is not head:
+            setattr(module.weight, PLANNED_BYTES, NF4_BYTES_PER_WEIGHT)

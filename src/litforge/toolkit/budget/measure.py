@@ -77,11 +77,18 @@ def state_bytes(
         tensors = tree_leaves([dict(s) for s in optimizer.state.values()])
         state += sum(t.nbytes for t in tensors if isinstance(t, torch.Tensor))
     return States(
-        sum(p.nbytes for p in params),
+        sum(_weight_bytes(p) for p in params),
         sum(p.nbytes for p in trainable),
         state,
         tuple(type(o).__name__ for o in optimizers),
     )
+
+
+def _weight_bytes(param: torch.nn.Parameter) -> int:
+    """Its bytes, or those a model marks it as taking in training (4-bit QLoRA weights,
+    built unquantized on the meta device: `litforge.hf.quantize.plan_4bit`)."""
+    per_element = getattr(param, "litforge_bytes_per_element", None)
+    return param.nbytes if per_element is None else int(param.numel() * per_element)
 
 
 def _optimizers_of(
