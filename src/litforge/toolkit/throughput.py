@@ -152,8 +152,6 @@ class ThroughputMFU(L.Callback):
     ) -> None:
         if not self._counting:
             return
-        if self._wait is not None:
-            self._wait.batch_end()
         x = first_tensor(batch)  # the input; Lightning's extract_batch_size walks it all
         samples = int(x.size(0)) if x is not None and x.dim() else extract_batch_size(batch)
         if not self._first_samples:
@@ -161,6 +159,8 @@ class ThroughputMFU(L.Callback):
             self._count_tokens = token_count(batch) is not None
             counted = measure_or_warn(pl_module, batch, trainer)
             self.flops_per_batch, self.hardware_flops_per_batch = counted or (None, None)
+        if self._wait is not None:  # after the FLOP count: that is no wait for data
+            self._wait.batch_end()
         self._batches += 1
         self._samples += samples
         if self._count_tokens and x is not None:
