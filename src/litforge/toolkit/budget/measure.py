@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.data import default_collate
 
 from litforge.errors import LitforgeError
+from litforge.hf.quantize import PLANNED_BYTES
 from litforge.toolkit.budget import activations, depth
 from litforge.toolkit.budget.activations import Activations
 from litforge.toolkit.budget.copies import (
@@ -87,7 +88,7 @@ def state_bytes(
 def _weight_bytes(param: torch.nn.Parameter) -> int:
     """Its bytes, or those a model marks it as taking in training (4-bit QLoRA weights,
     built unquantized on the meta device: `litforge.hf.quantize.plan_4bit`)."""
-    per_element = getattr(param, "litforge_bytes_per_element", None)
+    per_element = getattr(param, PLANNED_BYTES, None)
     return param.nbytes if per_element is None else int(param.numel() * per_element)
 
 
