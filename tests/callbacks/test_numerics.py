@@ -60,6 +60,15 @@ class RecordSteps(L.Callback):
         self.adamw_steps = {int(s["step"]) for s in trainer.optimizers[0].state.values()}
 
 
+class RecordEnd(L.Callback):
+    """The global step of the last training batch that ended."""
+
+    step: int | None = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
+        RecordEnd.step = trainer.global_step
+
+
 def messages(caplog) -> str:
     return "\n".join(r.getMessage() for r in caplog.records if r.name == "litforge")
 
@@ -138,13 +147,14 @@ def test_skip_leaves_that_step_out_and_trains_on(make_cfg, caplog):
 
 
 def test_warn_reports_once_trains_on_and_finds_where_activations_overflow(make_cfg, caplog):
-    overrides = [*TINY_GPT, "trainer.max_steps=5", "test=false", "trainer.limit_val_batches=1"]
-    with caplog.at_level(logging.INFO):
-        metrics = train(
+    overrides = [*TINY_GPT, "trainer.max_steps=5", "test=false", "trainer.limit_val_batches=1",
+                 f"+callbacks.end._target_={HERE}.RecordEnd"]  # fmt: skip
+    with caplog.at_level(logging.INFO), pytest.raises(NumericsFault, match="^the weights are"):
+        train(
             make_cfg(*overrides, *POISON, "callbacks.numerics.policy=warn",
                      "callbacks.numerics.activations=true")
         )  # fmt: skip
-    assert metrics["global_step"] == 5  # went on
+    assert RecordEnd.step == 5  # went on to the end, then refused the NaN weights (below)
     text = messages(caplog)
     assert text.count("numerics: non-finite loss at step 2") == 1
     assert "first parameter with a non-finite gradient: net.wte.weight" in text
@@ -153,6 +163,35 @@ def test_warn_reports_once_trains_on_and_finds_where_activations_overflow(make_c
     table = text.split("numerics: largest activation |x| per module")[1].splitlines()
     # The weights are NaN from step 3 on; the table starts at the module that ran first.
     assert table[1].split() == ["net.wte", "inf", "overflows", "float16", "from", "step", "3"]
+
+
+WARN_NAN = ("error: the weights are not finite at the end of training (step 4, "
+            "callbacks.numerics.policy=warn; the first fault was at step 2): the run's metrics "
+            "and its latest checkpoints are not usable, and it was not tested. Try the fixes "
+            "listed above; callbacks.numerics.policy=stop stops at the first fault and saves a "
+            "checkpoint to resume from")  # fmt: skip
+
+
+def test_warn_that_ends_with_non_finite_weights_fails_the_run(make_cfg, tmp_path):
+    """warn trains on past the fault into NaN weights: that is no finished run with NaN
+    metrics and a broken best checkpoint, but the numerics fault, before any test."""
+    with pytest.raises(NumericsFault) as caught:
+        train(make_cfg(*CNN[:2], "trainer.limit_val_batches=1", *POISON,
+                       "callbacks.numerics.policy=warn"))  # fmt: skip
+    assert "error: " + str(caught.value) == WARN_NAN
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_warn_with_non_finite_weights_exits_65_with_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*CNN[:2], "trainer.limit_val_batches=1", *POISON, "callbacks.numerics.policy=warn"]
+    result = run_entry("train.py", *args, run_dir=run_dir)
+    assert result.returncode == 65, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [WARN_NAN] and result.stderr.splitlines()[-1] == WARN_NAN
+    assert "finished:" not in result.stdout + result.stderr  # no test, no final metrics line
+    assert not (run_dir / "metrics.json").exists()
 
 
 def test_grad_norm_is_logged_before_clipping(make_cfg, tmp_path):

@@ -33,7 +33,7 @@ from litforge.toolkit.numerics.probes import (
     vanishing_eps,
 )
 from litforge.toolkit.numerics.report import Fault, activation_table, block, what
-from litforge.toolkit.numerics.stop import NumericsFault, stop
+from litforge.toolkit.numerics.stop import NumericsFault, fail_if_weights_broken, stop
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
@@ -189,6 +189,7 @@ class NumericsWatch(L.Callback):
                 self._bad, self._steps, self.policy,
             )  # fmt: skip
         self._show_activations()
+        fail_if_weights_broken(trainer, self.policy, self._fault.step if self._fault else None)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._peaks is not None:
@@ -254,19 +255,10 @@ class NumericsWatch(L.Callback):
     def _report(self, trainer: L.Trainer, outcome: str) -> None:
         assert self._fault is not None
         group = trainer.optimizers[0].param_groups[0] if trainer.optimizers else {}
-        console.warn(
-            "%s",
-            block(
-                self._fault,
-                self._summary(),
-                str(trainer.precision),
-                self.policy,
-                outcome,
-                group.get("initial_lr", group.get("lr")),
-                trainer.gradient_clip_val,
-                self._peaks is not None,
-            ),
-        )
+        lr = group.get("initial_lr", group.get("lr"))
+        text = block(self._fault, self._summary(), str(trainer.precision), self.policy, outcome,
+                     lr, trainer.gradient_clip_val, self._peaks is not None)  # fmt: skip
+        console.warn("%s", text)
 
     def _summary(self) -> str:
         assert self._fault is not None

@@ -1,5 +1,6 @@
-"""How the numerics watch ends a run under policy stop: a checkpoint where a resume finds
-it (unless the weights are already broken), the upload waited for, one error."""
+"""How the numerics watch ends a run: under policy stop a checkpoint where a resume finds
+it (unless the weights are already broken), the upload waited for, one error; under any
+policy, one error when training ends with weights that are not finite."""
 
 from __future__ import annotations
 
@@ -45,4 +46,22 @@ def stop(trainer: L.Trainer, summary: str, step: int) -> NoReturn:
     raise NumericsFault(
         f"{summary} at step {step}: skipped it, {where} and stopped "
         f"(callbacks.numerics.policy=stop). Try the fixes listed above; {then}"
+    )
+
+
+def fail_if_weights_broken(trainer: L.Trainer, policy: str, first_fault: int | None) -> None:
+    """warn (and skip, past an update that broke the weights) trains on to the end: weights
+    that are not finite there must not end the run as a success whose metrics are NaN and
+    whose best checkpoint is broken. Raises NumericsFault on every rank together."""
+    if weights_finite(trainer.lightning_module, trainer.strategy):
+        return
+    since = "" if first_fault is None else f"; the first fault was at step {first_fault}"
+    advice = "" if policy == "stop" else (
+        "; callbacks.numerics.policy=stop stops at the first fault and saves a checkpoint to "
+        "resume from"
+    )  # fmt: skip
+    raise NumericsFault(
+        f"the weights are not finite at the end of training (step {trainer.global_step}, "
+        f"callbacks.numerics.policy={policy}{since}): the run's metrics and its latest "
+        f"checkpoints are not usable, and it was not tested. Try the fixes listed above{advice}"
     )
