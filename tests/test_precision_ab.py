@@ -79,6 +79,17 @@ def test_bad_key_stops_the_sweep_before_any_job(tmp_path, monkeypatch, capsys):
     assert not sweep.exists()
 
 
+def test_fewer_steps_than_the_smoothing_window_stop_the_sweep_before_any_job(tmp_path):
+    sweep = tmp_path / "ab"
+    result = _run_sweep(sweep, "trainer.max_steps=5")  # smooth_steps is 10
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        "error: trainer.max_steps=5 is fewer than precision_ab.smooth_steps=10, too few steps "
+        "for a verdict; set trainer.max_steps>=10 or precision_ab.smooth_steps<=5"
+    )
+    assert not list(sweep.glob(f"*/{PROBE_FILE}")) and not (sweep / "0").exists()
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -191,6 +202,23 @@ def test_a_loss_that_is_not_finite_is_a_divergence_and_float32_s_own_is_no_verdi
     assert compare(STEPS, broken, REF, 0.05, 10).verdict() == (
         "no verdict: the float32 loss is not finite at step 12"
     )
+
+
+def test_runs_shorter_than_the_window_get_no_verdict_unless_a_loss_broke():
+    """A run cut short (max_epochs, a crash) reports too few steps to smooth, not 'tracks';
+    a non-finite loss is no jitter, so that still diverges."""
+    runs = [
+        {"precision_requested": p, "steps": STEPS[:5], "loss": losses}
+        for p, losses in [("32", REF[:5]), ("bf16-mixed", REF[:5]), ("16-true", [*REF[:4], None])]
+    ]
+    rows = build_report(runs, threshold=0.05, window=10)["precisions"]
+    assert [(r["verdict"], r["tracks"]) for r in rows[1:]] == [
+        ("no verdict: 5 steps in common, fewer than precision_ab.smooth_steps=10", None),
+        ("diverges after step 5", False),
+    ]
+    assert compare(STEPS[:10], REF[:10], REF[:10], 0.05, 10).verdict() == (
+        "tracks float32 within 5%"
+    )  # a full window is enough
 
 
 def test_trailing_mean():

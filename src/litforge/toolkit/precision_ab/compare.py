@@ -25,6 +25,17 @@ class Gap:
     threshold: float
     exceeded_at: int | None
     reference_broken_at: int | None  # first step float32's own loss is not finite
+    window: int = 1
+
+    @property
+    def too_short(self) -> bool:
+        """Fewer steps than the smoothing window, and no non-finite loss (that is no noise):
+        the early gaps are single-step jitter, too few to call the curves alike or apart."""
+        return len(self.steps) < self.window and math.inf not in self.gap
+
+    @property
+    def decided(self) -> bool:
+        return self.reference_broken_at is None and not self.too_short
 
     @property
     def final(self) -> float:
@@ -43,6 +54,11 @@ class Gap:
     def verdict(self) -> str:
         if self.reference_broken_at is not None:
             return f"no verdict: the float32 loss is not finite at step {self.reference_broken_at}"
+        if self.too_short:
+            return (
+                f"no verdict: {len(self.steps)} steps in common, fewer than "
+                f"precision_ab.smooth_steps={self.window}"
+            )
         if self.exceeded_at is None:
             return f"tracks float32 within {percent(self.threshold)}"
         return f"diverges after step {self.exceeded_at}"
@@ -78,7 +94,7 @@ def compare(
     gap = [_relative(o, r) for o, r in zip(oth, ref, strict=True)]
     exceeded = next((s for s, g in zip(steps, gap, strict=True) if not g <= threshold), None)
     broken = next((s for s, x in zip(steps, reference, strict=True) if not _finite(x)), None)
-    return Gap(list(steps), gap, threshold, exceeded, broken)
+    return Gap(list(steps), gap, threshold, exceeded, broken, window)
 
 
 def align(

@@ -81,10 +81,19 @@ class PrecisionReport(Callback):
 
 
 def check(config: DictConfig) -> None:
-    """The `precision_ab.*` keys against their schema rules: one line for the first bad one."""
+    """The `precision_ab.*` keys against their schema rules, and enough steps to smooth
+    over: one line for the first problem."""
     plain = {"precision_ab": OmegaConf.to_container(config.precision_ab, resolve=True)}
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={value} is invalid; {reason}")
+    window = plain["precision_ab"]["smooth_steps"]
+    steps = config.get("trainer", {}).get("max_steps")
+    if isinstance(steps, int) and 0 <= steps < window:  # -1: counted in epochs, known later
+        fewer = f" or precision_ab.smooth_steps<={steps}" if steps else ""
+        raise ConfigError(
+            f"trainer.max_steps={steps} is fewer than precision_ab.smooth_steps={window}, too "
+            f"few steps for a verdict; set trainer.max_steps>={window}{fewer}"
+        )
 
 
 def keep_previous_report(sweep_dir: Path) -> Path | None:
@@ -162,7 +171,7 @@ def _gap_fields(
             "steps": gap.steps,
             "values": [_finite(g) for g in gap.gap],
         },
-        "tracks": gap.tracks if gap.reference_broken_at is None else None,
+        "tracks": gap.tracks if gap.decided else None,
         "verdict": gap.verdict(),
     }
 
