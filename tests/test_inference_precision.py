@@ -58,7 +58,9 @@ def test_each_precision_against_float32(make_cfg, tmp_path, checkpoint, capsys):
     [
         (
             "inference.precisions=[32,fp8]",
-            r"inference.precisions=\[32, 'fp8'\] is invalid; must be a list of 1 or more values",
+            r"inference.precisions=\[32, 'fp8'\] is invalid; must be a list of 1 or more values, "
+            r"each one of 32, 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, int8-dynamic "
+            r"\(or null\)$",
         ),
         ("inference.precisions=[32,bf16-true]", None),
     ],

@@ -106,7 +106,8 @@ class OneOf(Rule):
         return any(value == c and type(value) is type(c) for c in self.choices)
 
     def text(self) -> str:
-        return "one of " + ", ".join(str(c) for c in self.choices)
+        # "32" and 32 (a precision as Hydra may parse it) read the same: name it once.
+        return "one of " + ", ".join(dict.fromkeys(str(c) for c in self.choices))
 
 
 @dataclass
