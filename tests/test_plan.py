@@ -65,8 +65,11 @@ def test_every_card_and_count_with_time_and_cost(capsys, tmp_path, make_cfg):
 def test_the_table_gives_each_cards_cheapest_then_fastest(capsys):
     plan.main([*TINY_GPT, "trainer.max_steps=1000", "--cards", "A100", "--prices", str(PRICES)])
     out = capsys.readouterr().out
-    rows = [line.split()[:3] for line in out.splitlines() if line.startswith("A100 ")]
-    assert rows == [["A100", "cheapest", "1"], ["A100", "fastest", "8"]]
+    rows = [line.split("  ") for line in out.splitlines() if line.startswith("A100 ")]
+    cells = [[c.strip() for c in row if c.strip()][:4] for row in rows]
+    assert [c[:3] for c in cells] == [["A100", "cheapest", "1"], ["A100", "fastest", "8"]]
+    # One GPU runs no DDP: its setting names no strategy; eight GPUs' names ddp.
+    assert cells[0][3] == "bf16-mixed, 8x1" and cells[1][3] == "bf16-mixed, 1x1, ddp"
     assert "prices: " in out and "(2026-12-01)" in out
 
 

@@ -37,12 +37,15 @@ class Setting:
     def strategy(self) -> str:
         return "fsdp" if self.sharded else "ddp"
 
-    def brief(self) -> str:
-        """ "bf16-mixed, 16x4, checkpointing, fsdp": the table's cell."""
+    def brief(self, count: int) -> str:
+        """ "bf16-mixed, 16x4, checkpointing, fsdp": the table's cell for `count` GPUs (one
+        GPU runs no DDP: no strategy is named)."""
         parts = [self.precision, f"{self.micro_batch}x{self.accumulate}"]
         if self.checkpointing:
             parts.append("checkpointing")
-        return ", ".join([*parts, self.strategy])
+        if count > 1 or self.sharded:
+            parts.append(self.strategy)
+        return ", ".join(parts)
 
     def overrides(self, count: int) -> str:
         parts = [f"trainer.devices={count}"]

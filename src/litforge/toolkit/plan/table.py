@@ -76,7 +76,7 @@ def lines(options: list[Option], currency: str, max_count: int) -> list[str]:
             continue
         every = f"{o.spot.every_n_train_steps} steps" if o.spot else "-"
         grid.append([
-            o.card, pick, str(o.count), s.brief(), size(s.memory),
+            o.card, pick, str(o.count), s.brief(o.count), size(s.memory),
             duration(s.step_s), duration(o.total_s), money(o.on_demand, currency),
             money(o.spot_cost, currency), duration(o.spot.wall_s if o.spot else None), every,
         ])  # fmt: skip
