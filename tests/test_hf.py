@@ -136,7 +136,7 @@ def test_export_merges_the_adapters_into_a_directory_transformers_loads(make_cfg
                        "checkpoint.every_n_train_steps=4"))  # fmt: skip
     train(cfg)
     ckpt = next((tmp_path / "run").rglob("step-00000004.ckpt"))
-    out = export(str(ckpt), tmp_path / "exported")
+    out = export(str(ckpt), tmp_path / "exported", hf(llama, text_file, *LORA))
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
     module = build_module(cfg)
     checkpoint_file.load_weights(module, cfg.model, str(ckpt), tmp_path / "downloaded")
@@ -163,7 +163,8 @@ def test_export_merges_the_adapters_into_a_directory_transformers_loads(make_cfg
 def test_lora_target_modules_that_match_nothing_list_the_candidates(make_cfg, llama, text_file):
     with pytest.raises(ConfigError, match=(
         r"model.net.lora.target_modules=\['query'\]: query match no module of the model; its "
-        r"linear layers are: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"
+        r"layers LoRA adapts are: down_proj, embed_tokens, gate_proj, k_proj, lm_head, o_proj, "
+        r"q_proj, up_proj, v_proj$"
     )):  # fmt: skip
         train(make_cfg(*hf(llama, text_file, "model.net.lora={target_modules:[query]}")))
 

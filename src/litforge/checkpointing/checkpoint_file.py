@@ -196,12 +196,24 @@ def check_matches(checkpoint: dict[str, Any], configured: dict[str, Any], what: 
         old = dict(leaves(saved.get(part) or {}, f"model.{part}"))
         new = dict(leaves(configured.get(part) or {}, f"model.{part}"))
         differing = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if _identified_by_content(checkpoint):
+            # Adapters name their base by content: the module checks the base's sha256
+            # when it loads the checkpoint, so a bit-identical copy elsewhere is the same base.
+            differing = [k for k in differing if k != "model.net.pretrained"]
         if differing:
             key = differing[0]
             raise ConfigError(
                 f"{what} was trained with {key}={old.get(key)}, but the config has "
                 f"{key}={new.get(key)} (differing: {', '.join(differing)})"
             )
+
+
+def _identified_by_content(checkpoint: dict[str, Any]) -> bool:
+    """Whether the checkpoint records its base model's content hash (LoRA adapters)."""
+    from litforge.hf.lora import BASE_KEY  # torch only: transformers is not imported
+
+    base = checkpoint.get(BASE_KEY)
+    return isinstance(base, dict) and bool(base.get("sha256"))
 
 
 def _built_parts(model: dict[str, Any]) -> list[str]:
