@@ -133,7 +133,9 @@ TRAIN_CASES = [
     (["checkpoint.dir=ftp://x"], "checkpoint.dir=ftp://x"),
     (["checkpoint.dir=nosuchproto://bucket/x"], "checkpoint.dir=nosuchproto://bucket/x"),
     (["ckpt_path=/nonexistent/x.ckpt"], "ckpt_path=/nonexistent/x.ckpt"),
-]
+    (["model.freeze=['*']"], "model.freeze=['*'] freezes all 151,306 parameters, so nothing is "
+     "left to train; leave some out (names start with: net.features.0, "),
+]  # fmt: skip
 FILE_CASES = ["truncated", "pickled", "text", "gpt", "random"]
 
 
@@ -195,6 +197,23 @@ def test_eval_refuses_bad_input_with_one_line(tmp_path, capfd, args, key):
     code, out, err = run(eval_entry.main, args, tmp_path / "run", capfd)
     assert_one_line_error(code, out, err, key)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_name_too_long_for_a_directory_is_one_line_before_hydra_makes_it(
+    tmp_path, capfd, monkeypatch
+):
+    """The default run directory is outputs/<task>/<run_name>: a name over the file system's
+    255 bytes fails Hydra's mkdir, before the config's own check, unless caught first."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LITFORGE_CONF", str(Path(__file__).resolve().parents[1] / "conf"))
+    sys.argv = ["train.py", "trainer=cpu", f"run_name={'x' * 260}"]
+    with pytest.raises(SystemExit) as exit_:
+        train_entry.main()
+    out, err = capfd.readouterr()
+    assert_one_line_error(
+        exit_.value.code, out, err, "run_name=" + "x" * 40 + "... (260 characters)"
+    )
+    assert "up to 200 letters" in err and not (tmp_path / "outputs").exists()
 
 
 def test_an_unwritable_run_directory_is_one_line(tmp_path, capfd):

@@ -70,6 +70,7 @@ def entry_point(
         with report_user_errors():
             project = project_conf_dir(conf_dir)
             check_output_dir(sys.argv[1:])
+            check_run_name(sys.argv[1:])
             check_group_choices(sys.argv[1:], config_name, project)
             if config_name == "train":
                 from litforge.grid_check import check_grid_jobs
@@ -153,6 +154,25 @@ def check_output_dir(overrides: list[str]) -> None:
             f"{key}={target}: cannot create the run directory there ({problem}); "
             f"pass {key}=PATH somewhere writable"
         )
+
+
+def check_run_name(overrides: list[str]) -> None:
+    """run_name names the run directory, which Hydra creates before the config is checked: a
+    name past the file system's 255 bytes would fail there with a traceback. The last plain
+    `run_name=NAME` (a sweep or an interpolation is left to the per-run check) gets its rule
+    now."""
+    from litforge.validation.schema import RULES
+
+    given = [
+        item.split("=", 1)[1] for item in overrides if item.lstrip("+").startswith("run_name=")
+    ]
+    name = given[-1].strip("'\"") if given else None
+    if name is None or any(c in name for c in ",()[]{}$") or name == "null":
+        return
+    reason = RULES["run_name"].problem(name)
+    if reason is not None:
+        shown = name if len(name) <= 60 else f"{name[:40]}... ({len(name)} characters)"
+        raise ConfigError(f"run_name={shown} is invalid; {reason}")
 
 
 def quote_numeric_choices(

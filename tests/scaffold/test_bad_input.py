@@ -91,6 +91,33 @@ def test_cli_prints_one_error_line_and_exits_2(tmp_path, capsys, monkeypatch):
     assert err.startswith("error: NAME=torch would shadow") and err.count("\n") == 1
 
 
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only tmpfs: root writes anywhere else, so chmod would prove nothing."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
+    yield where
+    subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["under-it", "it"])
+def test_a_read_only_dest_is_one_line(read_only_dir, capsys, monkeypatch, inside):
+    """`make new-project DEST=<read-only dir>`: a DEST in it, or the (empty) directory itself."""
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    dest = read_only_dir / "my_exp" if inside else read_only_dir
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["new-project", "fresh_exp", str(dest), "--template", str(ROOT)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: DEST={dest} is not writable ({read_only_dir} is not writable); choose a "
+        "directory you can write to\n"
+    )
+
+
 def test_a_plain_copy_cannot_be_updated(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     with pytest.raises(ScaffoldError, match="not generated from a template"):

@@ -15,6 +15,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from litforge.errors import LitforgeError
+from litforge.paths import unwritable
 
 # Import names that differ from their distribution names in pyproject's dependencies.
 _IMPORT_NAMES = {"hydra-core": "hydra", "scikit-learn": "sklearn", "mlflow-skinny": "mlflow"}
@@ -87,7 +88,7 @@ def _installed(name: str) -> bool:
 
 
 def check_dest(dest: Path, root: Path, force: bool) -> None:
-    """DEST outside the template, and empty unless --force."""
+    """DEST outside the template, empty unless --force, and writable."""
     dest, root = dest.resolve(), root.resolve()
     if dest == root or dest.is_relative_to(root):
         raise ScaffoldError(f"DEST={dest} is inside the template {root}; choose a path outside it")
@@ -97,6 +98,12 @@ def check_dest(dest: Path, root: Path, force: bool) -> None:
         raise ScaffoldError(f"DEST={dest} is a file")
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise ScaffoldError(f"DEST={dest} is not empty; pass --force to replace its content")
+    # The project is built beside DEST, then moved there (replacing DEST, if it exists).
+    problem = (dest.exists() and unwritable(dest)) or unwritable(dest.parent)
+    if problem:
+        raise ScaffoldError(
+            f"DEST={dest} is not writable ({problem}); choose a directory you can write to"
+        )
 
 
 def require_git() -> str:
