@@ -149,6 +149,13 @@ def load(path: str, mmap: bool = False) -> dict[str, Any]:
                 "because loading it could run arbitrary code (only tensors and plain values "
                 "load with weights_only=True)"
             ) from err
+        named = _pickled_class(file)
+        if named:
+            raise ConfigError(
+                f"ckpt_path={path} contains a pickled {named} object; it is refused because "
+                "loading it could run arbitrary code (only tensors and plain values load "
+                "with weights_only=True)"
+            ) from err
         # torch's other refusals open with advice to load with weights_only=False: never ours.
         detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(err))
         if detail and detail.group(1).startswith("Unsupported operand"):  # random bytes
@@ -172,6 +179,35 @@ def load(path: str, mmap: bool = False) -> dict[str, Any]:
     if not isinstance(checkpoint, dict) or ("state_dict" not in checkpoint and not sharded):
         raise ConfigError(f"ckpt_path={path} is not a Lightning checkpoint (no state_dict)")
     return checkpoint
+
+
+def _pickled_class(file: Path) -> str | None:
+    """The first class a pickle names that torch's safe loader does not allow, read from
+    its opcodes without running any (torch names it only for protocol-2 pickles)."""
+    import pickletools
+    import zipfile
+
+    try:
+        if zipfile.is_zipfile(file):
+            with zipfile.ZipFile(file) as archive:
+                inner = next((n for n in archive.namelist() if n.endswith("data.pkl")), None)
+                data = archive.read(inner) if inner else b""
+        else:
+            data = file.read_bytes()
+        strings: list[str] = []
+        for op, arg, _ in pickletools.genops(data):
+            name = None
+            if op.name == "GLOBAL":
+                name = str(arg).replace(" ", ".")
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                name = f"{strings[-2]}.{strings[-1]}"
+            elif isinstance(arg, str):
+                strings.append(arg)
+            if name and not name.startswith(("torch.", "collections.OrderedDict")):
+                return name
+    except Exception:  # noqa: BLE001 - not a pickle we can read: the caller says so
+        return None
+    return None
 
 
 def _first_line(err: Exception) -> str:
