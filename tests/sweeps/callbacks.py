@@ -1,13 +1,17 @@
-"""Callbacks the sweep tests inject into trials (`+callbacks.NAME._target_=...`)."""
+"""Callbacks the sweep tests inject into trials (`+callbacks.NAME._target_=...`), a sampler
+and a Hydra callback."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import optuna
+from hydra.experimental.callback import Callback
 
 
 class KillOnceInRun(L.Callback):
@@ -23,3 +27,44 @@ class KillOnceInRun(L.Callback):
         if run_dir.name == self.run and trainer.global_step == self.step and not marker.exists():
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class MarkFitStart(L.Callback):
+    """Leave `fit-started` in the run directory as training starts: which trials trained."""
+
+    def on_fit_start(self, trainer: L.Trainer, *args: Any) -> None:
+        (Path(trainer.default_root_dir) / "fit-started").touch()
+
+
+# Stand-ins for the slow parts between two trials (a GP sampler's ask takes seconds; so
+# can composing a big config): they widen the gap, after this process's first trial, so
+# that a signal the test sends can land in each part of it whatever the machine's load.
+_ASKED = {"count": 0}
+
+
+class PausedSampler(optuna.samplers.RandomSampler):
+    """Optuna's RandomSampler that pauses `pause_s` in each ask after the process's first."""
+
+    def __init__(self, seed: int | None = None, pause_s: float = 0.0) -> None:
+        super().__init__(seed=seed)
+        self.pause_s = pause_s
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        _ASKED["count"] += 1
+        if _ASKED["count"] > 1:
+            time.sleep(self.pause_s)
+        super().before_trial(study, trial)
+
+
+class PauseAtLaterJobs(Callback):
+    """A Hydra callback (`+hydra.callbacks.NAME._target_=...`) that sleeps `seconds` as each
+    job after the process's first starts: after the launcher composed it, before its code."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.jobs = 0
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        self.jobs += 1
+        if self.jobs > 1:
+            time.sleep(self.seconds)

@@ -89,6 +89,34 @@ def test_a_grid_sweep_that_completes_its_grid_is_done(tmp_path):
     ]
 
 
+def test_a_seeded_grid_runs_each_point_once():
+    """Optuna's grid numbers its points in an order shuffled by its seed: with a seed per
+    trial, trial 2 of `seed=choice(1, 2, 3)` ran a point again."""
+    drawn = []
+    for seed in (42, 7):  # two workers' seeds: one order, so one numbering
+        study = optuna.create_study()
+        build = samplers.sampler_factory(
+            {"sampler": "grid", "seed": seed}, lambda: {"s": [1, 2, 3]}, "st"
+        )
+        for number in range(3):
+            study.sampler = build(number)
+            trial = study.ask()
+            trial._suggest("s", optuna.distributions.CategoricalDistribution([1, 2, 3]))
+            study.tell(trial, 1.0)
+        drawn.append([t.params["s"] for t in study.trials])
+    assert sorted(drawn[0]) == [1, 2, 3] and drawn[0] == drawn[1], drawn
+
+
+def test_nothing_to_search_runs_n_trials_repeats_of_the_config(tmp_path):
+    """hydra-optuna-sweeper's test_launch_jobs: with no parameter to sample, n_trials runs of
+    the fixed config (a study of repeats), and one line that says so."""
+    result = sweep_app(tmp_path / "s", "~hydra.sweeper.params", "hydra.sweeper.n_trials=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [(r["state"], r["value"]) for r in rows(tmp_path / "s")] == [("COMPLETE", "1.25")] * 3
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "nothing is" in line]
+    assert len(said) == 1 and "runs n_trials=3 repeats of the same config" in said[0], said
+
+
 def test_custom_search_space_adds_its_parameters(tmp_path):
     extend = "hydra.sweeper.custom_search_space=app.extend"
     result = sweep_app(tmp_path / "s", extend, "hydra.sweeper.n_trials=3")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, poison
 
 KILL = "+callbacks.kill._target_=tests.sweeps.callbacks.KillOnceInRun"
 
@@ -88,3 +91,56 @@ def test_two_workers_started_together_share_one_study(tmp_path):
         p.name for i in range(2) for p in (tmp_path / f"worker{i}").iterdir() if p.name.isdigit()
     )
     assert ran == sorted(str(t.number) for t in counted)  # each trial ran once, by one worker
+
+
+# The gap between two trials made wide (tests/sweeps/callbacks.py): the next ask pauses 1 s,
+# the next job 3 s after the launcher composed it, before its code.
+PAUSES = (
+    "hydra.sweeper.sampler={_target_:tests.sweeps.callbacks.PausedSampler,pause_s:1.0}",
+    "+hydra.callbacks.pause._target_=tests.sweeps.callbacks.PauseAtLaterJobs",
+    "+hydra.callbacks.pause.seconds=3.0",
+    "hydra.sweeper.pruner=none",
+    "+callbacks.mark._target_=tests.sweeps.callbacks.MarkFitStart",
+)
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [pytest.param(0.0, marks=pytest.mark.slow), pytest.param(0.6, marks=pytest.mark.slow), 3.0],
+)
+def test_a_sigterm_after_a_trial_finished_launches_no_other_trial(tmp_path, delay):
+    """The SIGTERM comes `delay` s after a trial's `finished:` line: as the trial returns
+    (0 s), while the next trial is asked (0.6 s), while its job starts (3 s). No other
+    trial trains, the sweep exits 143, and a trial asked by then is queued to run next."""
+    process = sweep(tmp_path / "sweep", *PAUSES, n_trials=3)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if "finished:" in line and sum("finished:" in seen for seen in lines) == 1:
+            time.sleep(delay)
+            process.send_signal(signal.SIGTERM)
+    code, out = process.wait(timeout=300), "".join(lines)
+    assert code == 128 + signal.SIGTERM, out[-3000:]
+    trained = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/fit-started"))
+    assert trained == ["0"], out[-3000:]
+    assert "SIGTERM received: study digits_optuna stopped before its next trial" in out
+    first, *others = trials_csv(tmp_path / "sweep")
+    assert first["state"] == "COMPLETE"
+    assert [(r["state"], r["note"]) for r in others] in (
+        [],  # the signal came before the next ask
+        [("FAIL", "not started: SIGTERM received before it"), ("WAITING", "retry of trial 1")],
+    ), others
+
+
+def test_a_failed_trials_note_says_what_the_sweep_does_with_it(tmp_path):
+    """A NaN stops the trial after saving a checkpoint; the run's "the same command resumes
+    from that checkpoint" is not true of a sweep, which never runs a failed trial again."""
+    code, out = finish(sweep(tmp_path / "sweep", *poison(1), n_trials=1))
+    assert code == 1, out[-3000:]  # no trial of the study finished
+    (row,) = trials_csv(tmp_path / "sweep")
+    assert row["state"] == "FAIL" and "saved a checkpoint at step 2" in row["note"], row
+    assert row["note"].endswith("the sweep counts this trial as failed and does not run it again")
+    assert "resumes" not in row["note"]
+    assert [
+        line for line in out.splitlines() if "trial 0 failed" in line and "resumes" in line
+    ] == []

@@ -3,6 +3,8 @@ real journal study and Hydra's own JobReturn."""
 
 from __future__ import annotations
 
+import os
+import signal
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +14,7 @@ from optuna.trial import TrialState
 
 from litforge.checkpointing.preemption import Preempted
 from litforge.errors import ConfigError
+from litforge.sweeps import signals
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import ERROR, NOT_COUNTED, RETRY_OF, STOPPED
 from litforge.sweeps.sweep import Sweep
@@ -68,7 +71,10 @@ def test_a_config_error_stops_the_sweep_and_does_not_count(setup):
     sweep, study = setup
     sweep._tell(study, *ended(study, ConfigError("data.batch_size=0 ...")))
     (trial,) = study.trials
-    assert trial.state == TrialState.FAIL and trial.system_attrs[NOT_COUNTED] == "config error"
+    assert trial.state == TrialState.FAIL and trial.system_attrs[NOT_COUNTED] == (
+        "config error: not counted; once it is fixed, a rerun runs a new trial in its place"
+    )
+    assert trial.user_attrs[ERROR] == "data.batch_size=0 ..."
     assert sweep.stopped_by[0] == 0 and not studies.counts(trial)
 
 
@@ -110,3 +116,54 @@ def test_a_trial_stopped_by_the_numerics_watch_fails_and_is_not_queued_again(set
     assert trial.state == TrialState.FAIL and studies.counts(trial)
     assert trial.user_attrs[ERROR] == "NumericsFault: non-finite loss at step 3"
     assert sweep.stopped_by is None  # the sweep goes on
+
+
+def test_a_trial_launched_after_a_signal_is_queued_to_run_and_the_sweep_stops(setup):
+    sweep, study = setup
+    sweep._tell(study, *ended(study, signals.NotStarted(15)))
+    asked, queued = study.trials
+    assert asked.system_attrs[NOT_COUNTED] == "not started: SIGTERM received before it"
+    assert queued.state == TrialState.WAITING and queued.system_attrs[RETRY_OF] == 0
+    number, err = sweep.stopped_by
+    assert number is None and isinstance(err, signals.SweepStopped) and err.exit_code == 143
+
+
+def test_the_last_check_before_a_trials_code_sees_a_real_signal():
+    watch = signals.SignalWatch()
+    signals.refuse_to_start()  # no sweep in this process: nothing to refuse
+    with watch.active():
+        signals.refuse_to_start()
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(signals.NotStarted, match="not started: SIGTERM received before it"):
+            signals.refuse_to_start()
+    signals.refuse_to_start()  # the sweep ended: its signal refuses nothing after it
+
+
+@pytest.mark.parametrize(
+    "advice",
+    [
+        "the same command resumes from that checkpoint",  # a checkpoint was saved
+        "the same command resumes from the newest complete checkpoint in file:///c, if any",
+        "a rerun starts over",  # checkpoint=none
+    ],
+)
+def test_a_failed_trials_note_says_the_sweep_does_not_run_it_again(setup, advice):
+    """A run's advice on going on is true of a run, not of a counted failure in a sweep."""
+    from litforge.toolkit.numerics.callback import NumericsFault
+
+    sweep, study = setup
+    fault = NumericsFault(
+        f"non-finite loss at step 3: skipped it, stopped. Try the fixes; {advice}"
+    )
+    sweep._tell(study, *ended(study, fault))
+    assert study.trials[0].user_attrs[ERROR] == (
+        "NumericsFault: non-finite loss at step 3: skipped it, stopped. Try the fixes; "
+        "the sweep counts this trial as failed and does not run it again"
+    )
+
+
+def test_an_interrupted_trial_keeps_its_advice_the_retry_makes_it_true(setup):
+    sweep, study = setup
+    sweep._tell(study, *ended(study, Preempted(15, step=3, store="file:///c")))
+    note = study.trials[0].system_attrs[NOT_COUNTED]
+    assert note.endswith("the same command resumes from it")

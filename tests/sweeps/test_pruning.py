@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError
 from litforge.sweeps.study import STOPPED, open_study
+from litforge.toolkit.numerics.stop import NumericsFault
 from litforge.training import train
 
 SETTINGS = {
@@ -54,14 +55,15 @@ def test_a_trial_worse_than_the_median_stops_at_its_first_validation(study, make
 
 
 def test_a_non_finite_metric_stops_the_run(study, make_cfg):
-    # The numerics watch warns only: the pruning callback sees the NaN validation loss.
-    metrics = run(
-        make_cfg,
-        "model.optimizer.lr=1e30",
-        "model.scheduler=null",
-        "callbacks.numerics.policy=warn",
-    )
-    assert metrics["global_step"] == 3
+    # The numerics watch warns only: the pruning callback sees the NaN validation loss and
+    # stops the run at its first validation; its weights are not finite, so it fails.
+    with pytest.raises(NumericsFault, match=r"not finite at the end of training \(step 3,"):
+        run(
+            make_cfg,
+            "model.optimizer.lr=1e30",
+            "model.scheduler=null",
+            "callbacks.numerics.policy=warn",
+        )
     assert study.trials[1].system_attrs[STOPPED].startswith("not finite: val/loss=nan")
 
 

@@ -46,7 +46,6 @@ def test_values_read_back_as_they_were_sampled():
     ("params", "arguments", "message"),
     [
         ({"model.optimizer.lrr": "interval(0.1, 1)"}, [], "model.optimizer.lrr is not a key"),
-        ({}, [], "hydra.sweeper.params is empty"),
         (
             {"model.optimizer.lr": "interval(1)"},
             [],
@@ -74,3 +73,8 @@ def test_grid_refuses_a_continuous_parameter(make_cfg):
     space = parse({"model.optimizer.lr": "interval(0.1, 1)"}, [], make_cfg())
     with pytest.raises(ConfigError, match="sampler=grid needs a finite set"):
         space.grid()
+
+
+def test_nothing_to_search_is_an_empty_space_of_fixed_overrides(make_cfg):
+    space = parse({}, ["data.batch_size=32"], make_cfg())
+    assert space.distributions == {} and space.overrides({}) == ["data.batch_size=32"]

@@ -12,7 +12,6 @@ OPTUNA = ["-m", "hparams_search=digits_optuna", "debug=limit", "test=false"]
 CASES = [
     ([*OPTUNA, "model.optimizer.lrr=interval(0.1, 1)"],
      "model.optimizer.lrr is not a key of the composed config; did you mean model.optimizer.lr?"),
-    (["-m", "hydra/sweeper=optuna"], "hydra.sweeper.params is empty"),
     ([*OPTUNA, "model.optimizer.lr=range(5, 1)"], "model.optimizer.lr=range(5, 1): the range is empty"),
     ([*OPTUNA, "hydra.sweeper.sampler=bogus"], "hydra.sweeper.sampler=bogus is not one of: tpe"),
     ([*OPTUNA, "hydra.sweeper.pruner=bogus"], "hydra.sweeper.pruner=bogus is not one of: median"),
@@ -45,3 +44,20 @@ def test_one_line_per_mistake(tmp_path, capfd, args, message):
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], err[-2000:]
     assert "Traceback" not in err and "s3cret" not in out + err
+
+
+@pytest.mark.parametrize("storage", ["{d}/study.journal", "sqlite:///{d}/study.db"])
+def test_a_storage_in_a_missing_directory_is_one_line_and_not_created(tmp_path, capfd, storage):
+    """A mistyped shared path must not give this machine a study of its own."""
+    missing = tmp_path / "nfs" / "shraed"
+    given = storage.format(d=missing)
+    args = [*OPTUNA, f"hydra.sweeper.storage={given}", f"hydra.sweep.dir={tmp_path / 's'}"]
+    code, out, err = run(train_entry.main, args, tmp_path / "r", capfd)
+    assert code == 2, out[-2000:] + err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert lines == [
+        f"error: hydra.sweeper.storage={given}: directory {missing} does not exist (litforge "
+        f"creates only its default, the sweep directory); create it first, e.g. mkdir -p "
+        f"{missing}, or correct the path"
+    ], err[-2000:]
+    assert not (tmp_path / "nfs").exists() and not list((tmp_path / "s").glob("[0-9]*"))

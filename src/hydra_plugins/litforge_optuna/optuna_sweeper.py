@@ -8,6 +8,11 @@ Hydra imports every plugin module on every run, so optuna is imported only for a
 from __future__ import annotations
 
 import functools
+import importlib.machinery
+import importlib.util
+import logging
+import sys
+import types
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -40,8 +45,10 @@ def _run_trial(task_function: TaskFunction, cfg: DictConfig) -> Any:
     # Here, not at import: Hydra imports every plugin module in every run of every app in
     # the environment, and litforge.exits imports lightning.
     from litforge.exits import errors_to_caller
+    from litforge.sweeps.signals import refuse_to_start
 
     with errors_to_caller():
+        refuse_to_start()  # the sweep got a signal while this trial was being launched
         return task_function(cfg)
 
 
@@ -68,3 +75,48 @@ class OptunaSweeper(Sweeper):
         from litforge.sweeps.sweep import Sweep
 
         return Sweep(self).run(arguments)
+
+
+UPSTREAM_PACKAGE = "hydra_plugins.hydra_optuna_sweeper"
+UPSTREAM_MODULE = f"{UPSTREAM_PACKAGE}.optuna_sweeper"
+
+
+def _upstream_alias() -> type | None:
+    """litforge's sweeper under hydra-optuna-sweeper's `_target_`, which
+    lightning-hydra-template's hparams_search configs name, where that plugin is not
+    installed (where it is, a config naming it gets it)."""
+    shim = sys.modules.get(UPSTREAM_MODULE)
+    if shim is not None:  # ours, from an earlier plugin scan of this process; or upstream's
+        return getattr(shim, "LITFORGE_ALIAS", None)
+    if importlib.util.find_spec(UPSTREAM_PACKAGE) is not None:
+        return None
+
+    class UpstreamNamedOptunaSweeper(OptunaSweeper):
+        def __init__(self, **settings: Any) -> None:
+            logging.getLogger("litforge").warning(
+                "hydra.sweeper._target_=%s.OptunaSweeper (hydra-optuna-sweeper, not "
+                "installed) runs litforge's Optuna sweeper; name it %s.OptunaSweeper to say so",
+                UPSTREAM_MODULE, __name__,
+            )  # fmt: skip
+            super().__init__(**settings)
+
+    # Hydra finds a plugin by its class's module and name, and instantiates it by importing
+    # that path: both must name upstream's class, so the path is made importable.
+    alias = UpstreamNamedOptunaSweeper
+    alias.__module__, alias.__name__, alias.__qualname__ = (
+        UPSTREAM_MODULE,
+        "OptunaSweeper",
+        "OptunaSweeper",
+    )
+    package = types.ModuleType(UPSTREAM_PACKAGE, "litforge's stand-in for hydra-optuna-sweeper")
+    package.__path__ = []
+    package.__spec__ = importlib.machinery.ModuleSpec(UPSTREAM_PACKAGE, None, is_package=True)
+    module = types.ModuleType(UPSTREAM_MODULE)
+    module.__spec__ = importlib.machinery.ModuleSpec(UPSTREAM_MODULE, None)
+    module.OptunaSweeper = module.LITFORGE_ALIAS = alias
+    package.optuna_sweeper = module
+    sys.modules.update({UPSTREAM_PACKAGE: package, UPSTREAM_MODULE: module})
+    return alias
+
+
+UpstreamNamedOptunaSweeper = _upstream_alias()

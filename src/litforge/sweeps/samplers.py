@@ -5,7 +5,7 @@ lightning-hydra-template's configs write it for hydra-optuna-sweeper).
 The sampler is rebuilt for every trial with a seed of its own, a hash of (seed, study name,
 trial number): workers with different seeds, and restarts, never draw the same trial, and
 rerunning a one-worker sweep draws the same trials again (QMC keeps one seed: its points are
-one scrambled sequence the study indexes).
+one scrambled sequence the study indexes; the grid none: its order is the same for all).
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ SAMPLERS: dict[str, type] = {
 # Samplers whose draws come from one sequence the study indexes (QMC's scrambled Sobol
 # points): one seed for the whole study, or each trial would scramble another sequence.
 STUDY_SEEDED = {"qmc"}
+# Optuna's grid shuffles its points by the seed and numbers them in that order: a seed per
+# trial (or per worker) would give the same number to another point, and run some twice.
+UNSEEDED = {"grid"}
 PRUNERS = {
     "median": optuna.pruners.MedianPruner,
     "halving": optuna.pruners.SuccessiveHalvingPruner,
@@ -109,7 +112,9 @@ def sampler_factory(
         options.setdefault("search_space", grid())
 
     def build(number: int) -> optuna.samplers.BaseSampler:
-        seed_of_trial = seed if name in STUDY_SEEDED else seeded(number)
+        seed_of_trial = (
+            None if name in UNSEEDED else seed if name in STUDY_SEEDED else seeded(number)
+        )
         return _construct(cls, {**options, "seed": seed_of_trial}, "hydra.sweeper.sampler_options")
 
     build(0)

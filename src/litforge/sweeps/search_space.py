@@ -11,7 +11,8 @@ lightning-hydra-template users know:
 
 A plain value is a fixed override every trial gets; on the command line it also takes its
 key out of the search (`model.net.hidden=64` pins what `params` would search), as
-hydra-optuna-sweeper does.
+hydra-optuna-sweeper does. Nothing to search is a space too, as upstream has it: every
+trial runs the same config (repeats).
 """
 
 from __future__ import annotations
@@ -108,12 +109,6 @@ def parse(
             _check_known(name, where, config)
         space.distributions[name] = distribution(override, where)
         space.keys[name] = override.get_key_element()
-    if not space.distributions:
-        raise ConfigError(
-            f"{PARAMS_KEY} is empty: nothing to search. Add e.g. "
-            f"{PARAMS_KEY}.model.optimizer.lr='tag(log, interval(1e-4, 1e-1))' "
-            "or choose an hparams_search config"
-        )
     return space
 
 

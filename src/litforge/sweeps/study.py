@@ -46,18 +46,33 @@ ERROR = "litforge:error"
 
 
 def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> BaseStorage:
-    """A journal file (None: sweep_dir/optuna.journal; a path) or an RDB at a SQLAlchemy URL."""
-    if storage is None or "://" not in str(storage):
+    """A journal file (None: sweep_dir/optuna.journal; a path) or an RDB at a SQLAlchemy URL.
+
+    Only litforge's own place (the sweep directory) is created: a directory the user named
+    must exist, or a mistyped shared path would give each machine a study of its own.
+    """
+    if not storage or "://" not in str(storage):
         path = Path(storage) if storage else Path(sweep_dir) / JOURNAL_NAME
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if storage:
+                _named_parent_exists(str(storage), path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(path)))
         except OSError as err:
             raise ConfigError(
                 f"hydra.sweeper.storage={path}: cannot open the journal ({err})"
             ) from None
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+    try:
+        url = make_url(str(storage))
+    except ArgumentError:
+        url = None  # reported by RDBStorage below, the password hidden
+    database = url.database if url is not None and url.get_backend_name() == "sqlite" else None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        _named_parent_exists(redact_url(str(storage)), Path(database))
     for attempt in range(attempts):
         try:
             return RDBStorage(str(storage))
@@ -74,6 +89,16 @@ def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> Base
                 "path, sqlite:///PATH or a reachable postgresql://... / mysql://... URL"
             ) from None
     raise AssertionError("unreachable")
+
+
+def _named_parent_exists(given: str, path: Path) -> None:
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise ConfigError(
+            f"hydra.sweeper.storage={given}: directory {parent} does not exist (litforge "
+            f"creates only its default, the sweep directory); create it first, e.g. "
+            f"mkdir -p {parent}, or correct the path"
+        )
 
 
 def study_name_of(settings: Mapping[str, Any], job_name: str) -> str:
@@ -151,12 +176,13 @@ def reap_stale(study: optuna.Study, stale_s: float) -> list[int]:
     return reaped
 
 
-def interrupt(study: optuna.Study, trial: FrozenTrial, why: str) -> bool:
-    """Fail `trial` without counting it and queue a copy that continues its run; False when
-    another worker got there first."""
+def interrupt(study: optuna.Study, trial: FrozenTrial, why: str, started: bool = True) -> bool:
+    """Fail `trial` without counting it and queue a copy that continues its run (or, one
+    that never started, runs it); False when another worker got there first."""
     storage = study._storage
     try:
-        storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, f"interrupted: {why}")
+        note = f"interrupted: {why}" if started else f"not started: {why}"
+        storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, note)
         if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
             return False
     except optuna.exceptions.UpdateFinishedTrialError:
@@ -169,9 +195,13 @@ def interrupt(study: optuna.Study, trial: FrozenTrial, why: str) -> bool:
             system_attrs={RETRY_OF: lineage(trial)},
         )
     )
-    log.warning(
-        "trial %d was interrupted (%s); it will be retried, resuming its run", trial.number, why
-    )
+    if started:
+        log.warning(
+            "trial %d was interrupted (%s); it will be retried, resuming its run",
+            trial.number, why,
+        )  # fmt: skip
+    else:
+        log.warning("trial %d was not started (%s); the same command runs it", trial.number, why)
     return True
 
 

@@ -9,7 +9,6 @@ checkpoints).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
@@ -26,9 +25,18 @@ from optuna.trial import TrialState
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.exits import report_user_errors
-from litforge.sweeps import objectives, report, samplers, search_space, settings, signals
+from litforge.sweeps import (
+    location,
+    objectives,
+    outcomes,
+    report,
+    samplers,
+    search_space,
+    settings,
+    signals,
+)
 from litforge.sweeps import study as studies
-from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
+from litforge.sweeps.study import NOT_COUNTED, RETRY_OF, RUN_DIR
 
 log = logging.getLogger("litforge")
 PRUNING_CALLBACK = objectives.PRUNING_CALLBACK
@@ -50,9 +58,10 @@ class Sweep:
             [str(m) for m in given] if OmegaConf.is_list(given) else [str(given or "value")]
         )
         self.stopped_by: tuple[int | None, LitforgeError] | None = None
+        self.watch = signals.SignalWatch()
+        self.moved_to: Path | None = None  # the stable sweep directory (sweeps.location)
 
     def run(self, arguments: list[str]) -> list[JobReturn]:
-        sweep_dir = Path(self.config.hydra.sweep.dir)
         with report_user_errors():
             settings.check_keys(self.settings)
             space = search_space.parse(
@@ -64,30 +73,31 @@ class Sweep:
             self.objectives = objectives.objective_names(
                 self.config, self.settings, len(samplers.directions_for(self.settings))
             )
-            sweep_dir.mkdir(parents=True, exist_ok=True)
             name = studies.study_name_of(self.settings, str(self.config.hydra.job.name))
+            self.moved_to = location.stable_sweep_dir(self.config, self.settings, name)
+            sweep_dir = Path(self.config.hydra.sweep.dir)
+            sweep_dir.mkdir(parents=True, exist_ok=True)
             study = studies.open_study(self.settings, sweep_dir, name)
             self.sampler_for = samplers.sampler_factory(self.settings, space.grid, study.study_name)
             if self.settings.get("sampler") == "grid":
                 n_trials = min(n_trials, math.prod(len(v) for v in space.grid().values()))
             search_space.check_against_study(space, study)
             search_space.say_pinned(space, study)
+            if not space.distributions and self.extend is None:
+                log.warning(
+                    "nothing is searched (hydra.sweeper.params and the command line leave no "
+                    "parameter to sample): the study runs n_trials=%d repeats of the same config%s",
+                    n_trials, self._seed_note(),
+                )  # fmt: skip
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         log.info("study %s in %s: %d trials", study.study_name, sweep_dir, n_trials)
 
         returns: list[JobReturn] = []
         leases = studies.Leases(study, float(self.settings.get("heartbeat_s", 30)))
         stale_s = float(self.settings.get("stale_s", 300))
-        watch = signals.SignalWatch()
         try:
-            with report_user_errors(), watch.active():
-                while self.stopped_by is None:
-                    if watch.received is not None:  # between trials: none starts after it
-                        self.stopped_by = (
-                            None,
-                            signals.SweepStopped(watch.received, study.study_name),
-                        )
-                        break
+            with report_user_errors(), self.watch.active():
+                while self.stopped_by is None and not self._signalled(study):
                     studies.reap_stale(study, stale_s)
                     trials = study.get_trials(deepcopy=False)
                     done = sum(studies.counts(t) for t in trials)
@@ -117,6 +127,16 @@ class Sweep:
             sys.exit(1)
         return returns
 
+    def _signalled(self, study: optuna.Study) -> bool:
+        """Whether a signal has come: then no trial starts (and the sweep stops)."""
+        if self.watch.received is not None and self.stopped_by is None:
+            self.stopped_by = (None, signals.SweepStopped(self.watch.received, study.study_name))
+        return self.watch.received is not None
+
+    def _seed_note(self) -> str:
+        seed = OmegaConf.select(self.config, "seed", default=None)
+        return "" if seed is None else f", each with seed={seed}"
+
     def _is_group(self, name: str) -> bool:
         loader = getattr(self.hydra_context, "config_loader", None)
         return loader is not None and bool(loader.get_group_options(name.lstrip("+~")))
@@ -139,6 +159,8 @@ class Sweep:
         worker asked at the same moment) is set aside as surplus."""
         batch = []
         for _ in range(count):
+            if self._signalled(study):
+                break
             study.sampler = self.sampler_for(len(study.get_trials(deepcopy=False)))
             trial = study.ask()
             try:  # suggested one by one: a refusal must not leave a RUNNING trial behind
@@ -187,6 +209,14 @@ class Sweep:
                 self.validate_batch_is_legal(jobs)
             except HydraException as err:
                 raise ConfigError(f"trial overrides {jobs[0]}: {err}") from None
+            if self._signalled(study):  # asking and composing take a while: once more
+                why = signals.NotStarted(self.watch.received).why
+                for trial in batch:
+                    frozen = study._storage.get_trial(trial._trial_id)
+                    studies.interrupt(study, frozen, why, started=False)
+                    leases.drop(trial._trial_id)
+                return []
+            self.watch.rearm()
             results = self.launcher.launch(jobs, initial_job_idx=batch[0].number)
         except BaseException as err:
             for trial in batch:  # Ctrl-C, a failed launch: these trials continue next time
@@ -195,31 +225,17 @@ class Sweep:
         for trial, result in zip(batch, results, strict=True):
             self._tell(study, trial, result)
             leases.drop(trial._trial_id)
-        self._check_failure_rate(study, batch, results)
+        stop = outcomes.failure_rate_stop(study, batch, self.max_failure_rate)
+        if stop is not None and self.stopped_by is None:
+            self.stopped_by = stop
         return list(results)
-
-    def _check_failure_rate(
-        self, study: optuna.Study, batch: Sequence[optuna.Trial], results: Sequence[JobReturn]
-    ) -> None:
-        """hydra.sweeper.max_failure_rate, per batch as upstream: past it the sweep stops
-        with the first failed trial's error."""
-        failed = [
-            t for t in batch if study._storage.get_trial(t._trial_id).state == TrialState.FAIL
-        ]
-        if failed and len(failed) / len(batch) > self.max_failure_rate and self.stopped_by is None:
-            error = study._storage.get_trial(failed[0]._trial_id).user_attrs.get(ERROR, "failed")
-            self.stopped_by = (
-                failed[0].number,
-                LitforgeError(
-                    f"{error}; {len(failed)} of {len(batch)} trials of the batch failed, more "
-                    f"than hydra.sweeper.max_failure_rate={self.max_failure_rate}"
-                ),
-            )
 
     def trial_overrides(self, number: int, study_name: str, sweep_dir: Path) -> list[str]:
         """What ties a trial's run to the study: the pruning callback's trial number, and
         the trackers' grouping (W&B group; MLflow nested runs in one sweep-wide store)."""
         overrides = []
+        if self.moved_to is not None:  # each job composes its config anew
+            overrides.append(f"hydra.sweep.dir={search_space.override_value(str(self.moved_to))}")
         if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
             overrides.append(f"{PRUNING_CALLBACK}.trial={number}")
         if OmegaConf.select(self.config, "logger.wandb") is not None:
@@ -234,50 +250,9 @@ class Sweep:
                 )
         return overrides
 
-    @staticmethod
-    def _failed(study: optuna.Study, trial: optuna.Trial, err: BaseException) -> None:
-        trial.set_user_attr(ERROR, f"{type(err).__name__}: {err}"[:500])
-        study.tell(trial, state=TrialState.FAIL)
-        log.warning("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
-
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
-        """Record one finished job as COMPLETE, PRUNED or FAIL (or as interrupted)."""
-        try:
-            raw = result.return_value
-            values = objectives.values_of(raw, len(self.objectives))
-        except ConfigError as err:  # the same for every trial: stop here
-            trial.storage.set_trial_system_attr(trial._trial_id, NOT_COUNTED, "config error")
-            trial.set_user_attr(ERROR, str(err))
-            study.tell(trial, state=TrialState.FAIL)
-            self.stopped_by = (trial.number, err)
-            return
-        except LitforgeError as err:  # preempted, store unreachable: continue it next time
-            if not err.interrupts:  # the trial's own failure (a NaN): below
-                return self._failed(study, trial, err)
-            studies.interrupt(study, study._storage.get_trial(trial._trial_id), str(err))
-            if type(self.launcher).__name__ == "BasicLauncher":  # in-process: this machine
-                self.stopped_by = (trial.number, err)
-            return
-        except Exception as err:  # noqa: BLE001 - the trial's own failure; the sweep goes on
-            return self._failed(study, trial, err)
-        run_dir = Path(str(result.hydra_cfg.hydra.runtime.output_dir)) if result.hydra_cfg else None
-        best_checkpoint = _best_checkpoint(run_dir)
-        if best_checkpoint:
-            trial.set_user_attr(BEST_CHECKPOINT, best_checkpoint)
-        stopped = str(study._storage.get_trial(trial._trial_id).system_attrs.get(STOPPED, ""))
-        if stopped.startswith("pruned"):
-            study.tell(trial, state=TrialState.PRUNED)
-        elif values is None:
-            names = ", ".join(self.objectives)
-            trial.set_user_attr(ERROR, f"{names} is {raw}")
-            study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d failed: %s is %s", trial.number, names, raw)
-        else:
-            study.tell(trial, values if len(values) > 1 else values[0])
-
-
-def _best_checkpoint(run_dir: Path | None) -> str | None:
-    try:
-        return json.loads((run_dir / "metrics.json").read_text()).get("best_checkpoint")
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
+        """Record one finished job (litforge.sweeps.outcomes); the first reason to stop wins."""
+        in_process = type(self.launcher).__name__ == "BasicLauncher"  # this machine's trials
+        stop = outcomes.tell(study, trial, result, self.objectives, in_process)
+        if stop is not None and self.stopped_by is None:
+            self.stopped_by = stop
