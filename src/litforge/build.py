@@ -21,7 +21,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
 from litforge.checkpointing.model_record import ModelRecord
-from litforge.datamodule_facts import batch_size_of
 from litforge.errors import ConfigError
 from litforge.extras import missing_extra
 from litforge.launch import processes
@@ -198,28 +197,3 @@ def _trainer_value(value: Any) -> Any:
     if OmegaConf.is_config(value):
         return OmegaConf.to_container(value, resolve=True)
     return value
-
-
-def effective_batch_size(
-    cfg: DictConfig, trainer: L.Trainer, datamodule: L.LightningDataModule
-) -> int | None:
-    """Samples per optimizer step, said once and given to every logger as a hyperparameter;
-    the micro-batch is the DataModule's `batch_size` (or `hparams.batch_size`, or
-    `data.batch_size`). None, and one line saying so, when it has none."""
-    micro = batch_size_of(datamodule)
-    if micro is None and isinstance(cfg.data.get("batch_size"), int):
-        micro = int(cfg.data.batch_size)
-    if micro is None:
-        console.info(
-            "effective batch size unknown: %s has no batch_size attribute or hyperparameter",
-            type(datamodule).__name__,
-        )
-        return None
-    size = micro * trainer.accumulate_grad_batches * trainer.world_size
-    console.info(
-        "effective batch size %d = batch_size %d x accumulate_grad_batches %d x %d processes",
-        size, micro, trainer.accumulate_grad_batches, trainer.world_size,
-    )  # fmt: skip
-    for logger in trainer.loggers:
-        logger.log_hyperparams({"effective_batch_size": size})
-    return size

@@ -10,6 +10,7 @@ import lightning as L
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch.utils._pytree import tree_leaves
+from torch.utils.data import DataLoader
 
 
 def batch_size_of(datamodule: L.LightningDataModule, loader: Any = None) -> int | None:
@@ -24,6 +25,43 @@ def batch_size_of(datamodule: L.LightningDataModule, loader: Any = None) -> int 
     return next(
         (int(v) for v in candidates if isinstance(v, int) and not isinstance(v, bool)), None
     )
+
+
+def per_process_batch(trainer: L.Trainer) -> int | None:
+    """Samples per step and process as the run's train loader yields them, once fit has set
+    the DataModule up: a lightning-hydra-template DataModule divides its `batch_size` by
+    the number of processes in `setup`, so its configured size is not what one process
+    trains on. Read off the loader's batch sampler (the loader fit built, or one built here
+    from `train_dataloader()` when fit has not yet), else `batch_size_of`, else the loader's
+    first batch; None when nothing says."""
+    loader = trainer.train_dataloader
+    datamodule = trainer.datamodule
+    if loader is None and datamodule is not None:
+        with torch.random.fork_rng(devices=[]):
+            loader = datamodule.train_dataloader()
+    size = loader_batch_size(loader)
+    if size is None and datamodule is not None:
+        size = batch_size_of(datamodule)
+    if size is None and isinstance(loader, DataLoader):
+        size = _first_batch_size(loader)
+    return size
+
+
+def loader_batch_size(loader: Any) -> int | None:
+    """The batch a DataLoader's batch sampler makes (its `batch_size`); None for a loader
+    without one (an iterable dataset that batches itself, several loaders at once)."""
+    sampler = getattr(loader, "batch_sampler", None)
+    size = getattr(sampler, "batch_size", None)
+    if size is None and sampler is None:
+        size = getattr(loader, "batch_size", None)
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _first_batch_size(loader: DataLoader) -> int | None:
+    with torch.random.fork_rng(devices=[]):
+        batch = next(iter(loader), None)
+    first = next((t for t in tree_leaves(batch) if isinstance(t, torch.Tensor)), None)
+    return int(first.shape[0]) if first is not None and first.dim() > 0 else None
 
 
 def training_samples(datamodule: L.LightningDataModule) -> tuple[Sequence[Any], Any]:

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from litforge import build, checkpointing, compiling, console, run_record
 from litforge.callbacks.auto_microbatch import AutoMicrobatch
+from litforge.callbacks.effective_batch import EffectiveBatch
 from litforge.checkpointing import restore
 from litforge.cli import entry_point
 from litforge.models.freeze import KEY as FREEZE_KEY
@@ -36,7 +37,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     run_dir = Path(cfg.run_dir)
     tracking.carry_ids(checkpoints, run_dir)  # a resumed run continues its tracked runs
     shrinking = [AutoMicrobatch()] if cfg.get("microbatch", {}).get("auto") else []
-    extra = [*checkpoints.callbacks, *shrinking, *hot_start]
+    # The run's facts reach the loggers once fit has the effective batch off the train loader.
+    batch = EffectiveBatch(
+        lambda trainer, size: tracking.log_start(trainer, cfg, module, size, checkpoints.location)
+    )
+    extra = [*checkpoints.callbacks, *shrinking, *hot_start, batch]
     trainer = build.build_trainer(cfg, extra, datamodule)
     if shrinking:
         AutoMicrobatch.check(trainer, datamodule)
@@ -45,10 +50,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tracking.keep_ids(checkpoints, run_dir)
     console.show_config(cfg)  # once all of the above accepted it: no dump before an error
     run_record.write_start(run_dir, cfg)
-    effective_batch = build.effective_batch_size(cfg, trainer, datamodule)
-    tracking.log_start(trainer, cfg, module, effective_batch, checkpoints.location)
 
-    accumulate = trainer.accumulate_grad_batches
     try:
         try:
             trainer.fit(
@@ -61,9 +63,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             raise explained from err
         metrics = run_record.floats(trainer.callback_metrics)
         metrics.update(_best_of_early_stopping(trainer, cfg))
-        if effective_batch is not None and trainer.accumulate_grad_batches != accumulate:
-            # A resume on another shape changed the accumulation (checkpointing/shape.py).
-            effective_batch = effective_batch // accumulate * trainer.accumulate_grad_batches
         best = checkpoints.finish(trainer)  # raises if preempted or uploads are still pending
     finally:
         # A fit that raised in this process (a notebook, a test) leaves the run to the next
@@ -84,7 +83,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         best_checkpoint=best.url,
         precision_requested=str(cfg.trainer.precision),
         precision_effective=build.effective_precision(trainer),
-        effective_batch_size=effective_batch,
+        effective_batch_size=batch.size,
         global_step=trainer.global_step,
         epoch=trainer.current_epoch,
     )

@@ -141,11 +141,38 @@ def test_restore_from_object_storage(make_cfg, s3, pretrained):
         (["restore.mode=finetune"], "restore.mode=finetune needs restore.from=CHECKPOINT"),
         (["restore.mode=hotstart", "restore.from=x.ckpt", "ckpt_path=y.ckpt"],
          "restore.mode=hotstart and ckpt_path=y.ckpt both name where to start"),
+        # Without a mode the checkpoint would be ignored and the run train from scratch.
+        (["restore.from=x.ckpt"],
+         "restore.from=x.ckpt needs restore.mode=finetune | hotstart | continue (its weights "
+         "| its weights and optimizer state | its whole training state)"),
+        (["restore.mode=finetune", "restore.from=/missing/x.ckpt"],
+         "restore.from=/missing/x.ckpt: no such file"),
+        (["restore.mode=continue", "restore.from=/missing/x.ckpt"],
+         "restore.from=/missing/x.ckpt: no such file"),
+        (["restore.mode=continue", "restore.from=/missing/x.ckpt", "checkpoint=none"],
+         "restore.from=/missing/x.ckpt: no such file"),
     ],
 )  # fmt: skip
-def test_bad_restore_settings_are_one_line(make_cfg, overrides, said):
-    with pytest.raises(ConfigError, match=said):
-        train(make_cfg(*BASE, *overrides))
+def test_bad_restore_settings_are_one_line_before_training(make_cfg, tmp_path, overrides, said):
+    with pytest.raises(ConfigError) as err:
+        train(make_cfg(*base_for(overrides), *overrides))
+    assert str(err.value).startswith(said) and "\n" not in str(err.value)
+    assert not list(tmp_path.rglob("step-*.ckpt"))  # nothing trained
+
+
+def test_continue_from_a_file_that_is_not_a_checkpoint_names_restore_from(make_cfg, tmp_path):
+    junk = tmp_path / "junk.ckpt"
+    junk.write_text("not a checkpoint")
+    for more in ([], ["checkpoint=none"]):
+        with pytest.raises(ConfigError, match=rf"^restore.from={junk} is not a readable"):
+            train(make_cfg(*base_for(more), *more, *restore("continue", junk)))
+
+
+def base_for(overrides: list[str]) -> list[str]:
+    """BASE, less its checkpoint.* keys where checkpoint=none has none."""
+    if "checkpoint=none" in overrides:
+        return [a for a in BASE if not a.startswith("checkpoint.")]
+    return BASE
 
 
 @pytest.mark.slow

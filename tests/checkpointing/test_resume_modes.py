@@ -26,6 +26,15 @@ def test_auto_never_and_explicit(make_cfg, tmp_path, caplog):
     caplog.clear()  # auto: continues from step 6, which already ends the run
     again = train(make_cfg("debug=limit", "test=false", "checkpoint.keep_last=10"))
     assert "resuming from" in messages(caplog) and again["global_step"] == 6
+    said = messages(caplog)
+    assert (
+        "the run had already finished (step 6, trainer.max_epochs=2): nothing trained; its "
+        f"metrics, from {run_dir / 'metrics.json'}: "
+    ) in said
+    assert f"val/loss={first['val/loss']:.4g}" in said
+    # The end of the run reports (and metrics.json keeps) the metrics it finished with.
+    assert again["val/loss"] == first["val/loss"] and again["val/acc"] == first["val/acc"]
+    assert f"finished: val/acc={first['val/acc']:.4f}, val/loss={first['val/loss']:.4f}" in said
 
     caplog.clear()  # never: trains from step 0 again, overwriting nothing it resumed from
     fresh = train(make_cfg("debug=limit", "test=false", "resume=never", "seed=7"))

@@ -7,6 +7,7 @@ import collections
 import csv
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,8 @@ def test_two_processes_resume_as_one_with_the_same_effective_batch(tmp_path):
     run_dir = tmp_path / "run"
     said = stop_and_resume(run_dir, shape(2, 32), shape(1, 32))
     assert (
-        "resuming on another shape: was 2 processes x data.batch_size=32 x "
-        "trainer.accumulate_grad_batches=1 = 64, now 1 processes x data.batch_size=32 x "
+        "resuming on another shape: was 2 processes x 32 per batch x "
+        "trainer.accumulate_grad_batches=1 = 64, now 1 processes x 32 per batch x "
         "trainer.accumulate_grad_batches=2 = 64: trainer.accumulate_grad_batches 1 -> 2 keeps "
         "the effective batch 64"
     ) in said
@@ -81,12 +82,56 @@ def test_two_processes_resume_as_one_with_the_same_effective_batch(tmp_path):
     assert max(after) < before[0]  # the loss goes on from where it was, not from the start
 
 
+USER_CONF = Path(__file__).resolve().parents[1] / "user_project" / "conf"
+# lightning-hydra-template's DataModule: data.batch_size=64 is 32 per process under 2.
+DIVIDING = [f"hydra.searchpath=[file://{USER_CONF}]", "model=lht_mlp", "data=lht_digits",
+            "data._target_=tests.checkpointing.lht_datamodule.DividingDigits",
+            "data.batch_size=64"]  # fmt: skip
+
+
+def per_step(run_dir: Path, rank: int) -> dict[int, int]:
+    """Samples rank `rank` trained on at each optimizer step (both runs)."""
+    counts: collections.Counter = collections.Counter()
+    for line in (run_dir / "samples" / f"rank{rank}.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        counts[record["step"]] += len(record["x"])
+    return dict(counts)
+
+
+def test_a_datamodule_dividing_its_batch_keeps_the_real_effective_batch(tmp_path):
+    run_dir = tmp_path / "run"
+    first = run_entry("train.py", *BASE, *DIVIDING, "trainer=ddp", "trainer.devices=2",
+                      "trainer.max_steps=10", run_dir=run_dir)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    said = first.stdout + first.stderr
+    assert "effective batch size 64 = batch_size 32 per process" in said
+    assert json.loads((run_dir / "metrics.json").read_text())["effective_batch_size"] == 64
+    assert per_step(run_dir, 0) == per_step(run_dir, 1) == {s: 32 for s in range(10)}
+
+    second = run_entry("train.py", *BASE, *DIVIDING, "trainer=ddp", "trainer.devices=1",
+                       "trainer.max_steps=14", run_dir=run_dir)  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    said = second.stdout + second.stderr
+    assert (
+        "resuming on another shape: was 2 processes x 32 per batch x "
+        "trainer.accumulate_grad_batches=1 = 64, now 1 processes x 64 per batch x "
+        "trainer.accumulate_grad_batches=1 = 64: the effective batch stays 64"
+    ) in said
+    assert "effective batch size 64 = batch_size 64 per process" in said
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["global_step"] == 14 and metrics["effective_batch_size"] == 64
+    # What the one process really trained on per step after the resume: 64, not 128.
+    assert {s: n for s, n in per_step(run_dir, 0).items() if s >= 10} == {
+        s: 64 for s in range(10, 14)
+    }
+
+
 @pytest.mark.slow
 def test_one_process_resumes_as_two(tmp_path):
     run_dir = tmp_path / "run"
     said = stop_and_resume(run_dir, shape(1, 64), shape(2, 32))
     assert (
-        "now 2 processes x data.batch_size=32 x trainer.accumulate_grad_batches=1 = 64: "
+        "now 2 processes x 32 per batch x trainer.accumulate_grad_batches=1 = 64: "
         "the effective batch stays 64"
     ) in said
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -94,7 +139,7 @@ def test_one_process_resumes_as_two(tmp_path):
     check_once_each(run_dir, padding=1)
 
 
-def test_another_micro_batch_keeps_the_effective_batch_and_the_order(make_cfg, tmp_path):
+def test_another_micro_batch_keeps_the_effective_batch_and_the_order(make_cfg, tmp_path, caplog):
     run_dir = tmp_path / "run"
     common = ["trainer=cpu", *BASE]
     train(make_cfg(*common, "data.batch_size=64", "trainer.max_steps=10", run_dir=run_dir))
@@ -108,6 +153,15 @@ def test_another_micro_batch_keeps_the_effective_batch_and_the_order(make_cfg, t
         record = json.loads(line)
         steps[record["step"]] += len(record["x"])
     assert all(steps[s] == 64 for s in range(18))  # 16 x 4 after the resume, as 64 x 1 before
+    # The same command again: the checkpoint's shape is its own (16 x 4), no other shape.
+    with caplog.at_level(logging.INFO, logger="litforge"):
+        train(make_cfg(*common, "data.batch_size=16", "trainer.max_steps=21", run_dir=run_dir))
+    assert "resuming on another shape" not in caplog.text
+    assert (
+        "resuming with the checkpoint's own shape (1 processes x 16 per batch x "
+        "trainer.accumulate_grad_batches=4 = 64): trainer.accumulate_grad_batches stays 4, "
+        "not the configured 1, so the effective batch stays 64"
+    ) in caplog.text
 
 
 def test_strict_refuses_another_shape_before_training(make_cfg, tmp_path):
@@ -120,8 +174,8 @@ def test_strict_refuses_another_shape_before_training(make_cfg, tmp_path):
         train(cfg)
     message = str(err.value)
     assert message.startswith(
-        "resume_shape=strict: the checkpoint was written by 1 processes x data.batch_size=64 x "
-        "trainer.accumulate_grad_batches=1 = 64, this run is 1 processes x data.batch_size=16"
+        "resume_shape=strict: the checkpoint was written by 1 processes x 64 per batch x "
+        "trainer.accumulate_grad_batches=1 = 64, this run is 1 processes x 16 per batch"
     )
     lines = (run_dir / "samples" / "rank0.jsonl").read_text().splitlines()
     assert len(lines) == 5  # nothing trained after the refusal

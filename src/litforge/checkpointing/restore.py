@@ -14,6 +14,8 @@ naming them; `restore.strict=false` loads what fits and says what it left. `mode
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +42,16 @@ class Restore:
 
 
 def requested(cfg: DictConfig) -> tuple[str, str, bool] | None:
-    """(mode, from, strict) of `cfg.restore`; None when no mode is set."""
+    """(mode, from, strict) of `cfg.restore`; None when neither mode nor from is set."""
     node = cfg.get("restore") or {}
     mode = node.get("mode")
     if mode is None:
+        if node.get("from"):
+            raise ConfigError(
+                f"restore.from={node.get('from')} needs restore.mode={' | '.join(MODES)} (its "
+                "weights | its weights and optimizer state | its whole training state); "
+                "without restore.mode it would be ignored"
+            )
         return None
     if mode not in MODES:
         raise ConfigError(f"restore.mode={mode} must be one of: {', '.join(MODES)} (or null)")
@@ -60,14 +68,15 @@ def requested(cfg: DictConfig) -> tuple[str, str, bool] | None:
 
 def fetch(cfg: DictConfig, mode: str, source: str, strict: bool, staging: Path) -> Restore:
     """The checkpoint of `restore.from`, fetched and checked to be of the configured model."""
-    local = checkpoint_file.fetch(source, staging)
     what = f"restore.from={source}"
+    with named():
+        local = checkpoint_file.fetch(source, staging)
+        checkpoint = checkpoint_file.load(str(local), mmap=True)
     if mode == "hotstart" and local.is_dir():
         raise ConfigError(
             f"restore.mode=hotstart: {what} is a sharded checkpoint (trainer=fsdp), whose "
             "optimizer state is sharded too; use restore.mode=finetune or continue"
         )
-    checkpoint = checkpoint_file.load(str(local), mmap=True)
     same_model(checkpoint, OmegaConf.to_container(cfg.model, resolve=True), what)  # type: ignore[arg-type]
     console.info("restore.mode=%s from %s: %s", mode, source, {
         "finetune": "its weights; a new optimizer, schedule and step 0",
@@ -75,6 +84,19 @@ def fetch(cfg: DictConfig, mode: str, source: str, strict: bool, staging: Path) 
         "continue": "the whole training state",
     }[mode])  # fmt: skip
     return Restore(mode, source, local, strict)
+
+
+@contextmanager
+def named() -> Iterator[None]:
+    """Errors about the checkpoint file name the key it came from, restore.from, not
+    ckpt_path (checkpoint_file's name for it)."""
+    try:
+        yield
+    except ConfigError as err:
+        message = str(err)
+        if not message.startswith("ckpt_path="):
+            raise
+        raise ConfigError("restore.from=" + message.removeprefix("ckpt_path=")) from None
 
 
 def same_model(checkpoint: dict[str, Any], configured: dict[str, Any], what: str) -> None:

@@ -1,12 +1,19 @@
-"""Which checkpoint a run continues from: resolved by us, not by `ckpt_path="last"`."""
+"""Which checkpoint a run continues from: resolved by us, not by `ckpt_path="last"`; and
+what a rerun of a run that had already finished says."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
+from typing import Any
 
+import lightning as L
+import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig
 
+from litforge import console
 from litforge.checkpointing import checkpoint_file
 from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, digest, remove
 from litforge.errors import ConfigError, LitforgeError
@@ -82,3 +89,70 @@ def upload_staged(store: CheckpointStore, staging_dir: Path) -> list[str]:
         remove(local)
         marker.unlink()
     return uploaded
+
+
+# What the recipe writes into metrics.json itself, as facts of this fit.
+_RECIPE_FIELDS = {"global_step", "epoch", "effective_batch_size"}
+
+
+class AlreadyFinished(L.Callback):
+    """A rerun whose checkpoint already reached trainer.max_steps or max_epochs trains
+    nothing and logs nothing: it says so, and its metrics are the run's own, from
+    run_dir/metrics.json (put back among the trainer's metrics, so the recipe reports and
+    writes them again instead of an empty set)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.metrics_file = Path(run_dir) / "metrics.json"
+        self._resumed = False
+        self._trained = False
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self._resumed = self._trained = False
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        self._resumed = self._resumed or trainer.state.fn == TrainerFn.FITTING
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        # Not on_train_start: Lightning calls it (and on_train_end) when a checkpoint taken
+        # at an epoch's end finishes the run, with no batch left to train.
+        self._trained = True
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._resumed or self._trained:
+            return
+        if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps:
+            limit = f"trainer.max_steps={trainer.max_steps}"
+        elif trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
+            limit = f"trainer.max_epochs={trainer.max_epochs}"
+        else:
+            return
+        said = (
+            f"the run had already finished (step {trainer.global_step}, {limit}): nothing trained"
+        )
+        earlier = _numbers(self.metrics_file)
+        if not earlier:
+            console.info("%s; %s holds no metrics of it (raise %s to train on)", said,
+                         self.metrics_file, limit.partition("=")[0])  # fmt: skip
+            return
+        for name, value in earlier.items():
+            trainer.callback_metrics.setdefault(name, torch.tensor(value, dtype=torch.float64))
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(earlier.items()))
+        console.info("%s; its metrics, from %s: %s", said, self.metrics_file, shown)
+
+
+def _numbers(path: Path) -> dict[str, float]:
+    """The logged metrics of a metrics.json (numbers, not the recipe's own fields)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    return {
+        k: float(v)
+        for k, v in record.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _RECIPE_FIELDS
+    }

@@ -17,9 +17,11 @@ from litforge import console
 from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
+from litforge.checkpointing.optimizer_settings import OptimizerSettings
 from litforge.checkpointing.preemption import Preempted, Preemption
-from litforge.checkpointing.restore import Restore, requested
+from litforge.checkpointing.restore import Restore, named, requested
 from litforge.checkpointing.restore import fetch as fetch_restore
+from litforge.checkpointing.resume import AlreadyFinished
 from litforge.checkpointing.rng import RngState
 from litforge.checkpointing.run_costs import RunCosts
 from litforge.checkpointing.shape import ResumeShape
@@ -73,7 +75,7 @@ class StoreCheckpointing(Checkpointing):
         self.saver = saver
         self.locks = locks or []
         self.preemption = Preemption(saver)
-        self.callbacks = [saver, RngState(), self.preemption, ResumeShape(resume_shape)]
+        self.callbacks = [saver, RngState(), self.preemption, *resuming(resume_shape, run_dir)]
         if run_dir is not None:
             self.callbacks.append(RunCosts(run_dir, saver))
 
@@ -106,6 +108,13 @@ class StoreCheckpointing(Checkpointing):
     def release(self, wait_s: float | None = None) -> None:
         for lock in self.locks:
             lock.release(wait_s)
+
+
+def resuming(resume_shape: str, run_dir: Path | None) -> list[L.Callback]:
+    """What a resumed run checks against its checkpoint: its shape, its optimizer and
+    schedule settings, whether it had already finished."""
+    found = [ResumeShape(resume_shape), OptimizerSettings()]
+    return found + ([AlreadyFinished(run_dir)] if run_dir is not None else [])
 
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
@@ -148,15 +157,20 @@ def setup(cfg: DictConfig) -> Checkpointing:
             started = Checkpointing()
             started.restore = fetch_restore(cfg, *wanted, staging)
             return started
-        if wanted:
-            explicit = wanted[1]
-        if not explicit:
+        if not (wanted or explicit):
             return Checkpointing()
-        local = checkpoint_file.fetch(explicit, staging)
-        checkpoint_file.check_resumable(local, cfg.model, f"ckpt_path={explicit}", sharded)
-        console.info("resuming from ckpt_path=%s (checkpoint=none: nothing new is saved)", explicit)
+        if wanted:  # restore.mode=continue: a resume from restore.from
+            key, source = "restore.from", wanted[1]
+            local = fetch_restore(cfg, *wanted, staging).local
+            with named():
+                checkpoint_file.check_resumable(local, cfg.model, f"{key}={source}", sharded)
+        else:
+            key, source = "ckpt_path", explicit
+            local = checkpoint_file.fetch(explicit, staging)
+            checkpoint_file.check_resumable(local, cfg.model, f"{key}={source}", sharded)
+        console.info("resuming from %s=%s (checkpoint=none: nothing new is saved)", key, source)
         resumed = Checkpointing(local)
-        resumed.callbacks.append(ResumeShape(str(cfg.get("resume_shape", "adapt"))))
+        resumed.callbacks += resuming(str(cfg.get("resume_shape", "adapt")), Path(cfg.run_dir))
         return resumed
     raw_options = opts.get("storage_options")
     options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
@@ -190,8 +204,9 @@ def setup(cfg: DictConfig) -> Checkpointing:
         restored = fetch_restore(cfg, *wanted, staging)
         if restored.mode == "continue":
             ckpt_path = _outside(store, restored.local, staging)
-            checkpoint_file.check_resumable(ckpt_path, cfg.model, f"restore.from={wanted[1]}",
-                                            sharded)  # fmt: skip
+            with named():
+                checkpoint_file.check_resumable(ckpt_path, cfg.model, f"restore.from={wanted[1]}",
+                                                sharded)  # fmt: skip
             restored = None
     saver = StoreCheckpoint(
         store,

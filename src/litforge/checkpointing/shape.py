@@ -1,8 +1,10 @@
 """Resuming on another shape: another number of processes, another micro-batch.
 
-Each checkpoint records the run's shape (micro-batch, accumulation, processes). A run that
-resumes with another shape keeps the effective batch (micro-batch x accumulation x
-processes) by changing `trainer.accumulate_grad_batches` when that divides; the data goes
+Each checkpoint records the run's shape (micro-batch, accumulation, processes); the
+micro-batch is what the train loader yields per process (`datamodule_facts.per_process_batch`:
+a DataModule may divide its configured `batch_size` by the processes). A run that resumes
+with another shape keeps the effective batch (micro-batch x accumulation x processes) by
+changing `trainer.accumulate_grad_batches` when that divides; the data goes
 on with exactly the samples not yet consumed (`litforge.data.global_order`), and
 Lightning's count of the epoch's micro-batches is rewritten to the new micro-batch, so
 accumulation steps on the same samples' boundaries. `resume_shape=strict` refuses any
@@ -16,9 +18,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
 
 from litforge import console
-from litforge.datamodule_facts import batch_size_of
+from litforge.datamodule_facts import per_process_batch
 from litforge.errors import ConfigError
 
 MODES = ("adapt", "strict")
@@ -35,7 +38,7 @@ class Shape:
         return self.micro_batch * self.accumulate * self.processes
 
     def __str__(self) -> str:
-        return (f"{self.processes} processes x data.batch_size={self.micro_batch} x "
+        return (f"{self.processes} processes x {self.micro_batch} per batch x "
                 f"trainer.accumulate_grad_batches={self.accumulate} = {self.effective}")  # fmt: skip
 
 
@@ -46,12 +49,14 @@ class ResumeShape(L.Callback):
         if mode not in MODES:
             raise ConfigError(f"resume_shape={mode!r} must be one of: {', '.join(MODES)}")
         self.mode = mode
+        self._micro: int | None = None  # this fit's per-process batch, read once
 
     def _current(self, trainer: L.Trainer) -> Shape | None:
-        micro = batch_size_of(trainer.datamodule) if trainer.datamodule is not None else None
-        if micro is None:
+        if self._micro is None:
+            self._micro = per_process_batch(trainer)
+        if self._micro is None:
             return None
-        return Shape(int(micro), int(trainer.accumulate_grad_batches), int(trainer.world_size))
+        return Shape(self._micro, int(trainer.accumulate_grad_batches), int(trainer.world_size))
 
     def state_dict(self) -> dict[str, Any]:
         trainer = getattr(self, "_trainer", None)
@@ -60,10 +65,14 @@ class ResumeShape(L.Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._trainer = trainer
+        if stage == "fit":
+            self._micro = None
 
     def on_load_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:
+            return  # trainer.test(ckpt_path=...) loads callbacks too; nothing resumes there
         saved = (checkpoint.get("callbacks") or {}).get(type(self).__qualname__) or {}
         now = self._current(trainer)
         if not saved or now is None:
@@ -74,6 +83,15 @@ class ResumeShape(L.Callback):
         after = self._adapted(before, now)
         trainer.accumulate_grad_batches = after.accumulate
         _rewrite_progress(checkpoint, before, after)
+        if after == before:
+            # The checkpoint's own shape: an earlier resume on another shape set its
+            # accumulation, and the config still says the one it started with.
+            console.info(
+                "resuming with the checkpoint's own shape (%s): trainer.accumulate_grad_batches"
+                " stays %d, not the configured %d, so the effective batch stays %d",
+                before, after.accumulate, now.accumulate, before.effective,
+            )  # fmt: skip
+            return
         change = (
             f"trainer.accumulate_grad_batches {now.accumulate} -> {after.accumulate} keeps "
             f"the effective batch {before.effective}"
@@ -92,9 +110,10 @@ class ResumeShape(L.Callback):
         if before.effective % per_step:
             raise ConfigError(
                 f"cannot keep the effective batch {before.effective} of the checkpoint ({before})"
-                f" with {now.processes} processes x data.batch_size={now.micro_batch}: "
+                f" with {now.processes} processes x {now.micro_batch} per batch: "
                 f"{before.effective} is not a multiple of {per_step}; pick a data.batch_size "
-                f"that divides {before.effective // now.processes or before.effective}"
+                f"that makes a per-process batch dividing "
+                f"{before.effective // now.processes or before.effective}"
             )
         return Shape(now.micro_batch, before.effective // per_step, now.processes)
 
