@@ -52,3 +52,22 @@ def no_process_group_left_behind():
     assert after == before, (
         f"this test left MASTER_PORT={after} behind: run its training in a subprocess"
     )
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory) -> Path:
+    """A tiny random-weight Llama saved with its tokenizer (tests.hf_models); needs the hf extra."""
+    from tests.hf_models import tiny_llama
+
+    return tiny_llama(tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory) -> Path:
+    """Python's textwrap source, twice: a small local corpus for the text models."""
+    import inspect
+    import textwrap
+
+    path = tmp_path_factory.mktemp("text") / "textwrap.py"
+    path.write_text(inspect.getsource(textwrap) * 2)
+    return path

@@ -24,28 +24,10 @@ from litforge.export import MARKER, export  # noqa: E402
 from litforge.training import train  # noqa: E402
 from tests.helpers import ROOT  # noqa: E402
 from tests.hf_models import tiny_causal_lm  # noqa: E402
+from tests.test_hf import LORA as LORAS  # noqa: E402
+from tests.test_hf import hf  # noqa: E402
 
-LORA = "model.net.lora={r:4,alpha:8,dropout:0.0,target_modules:[q_proj,v_proj]}"
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory) -> Path:
-    return tiny_causal_lm(tmp_path_factory.mktemp("llama"), "llama")
-
-
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory) -> Path:
-    import inspect
-    import textwrap
-
-    path = tmp_path_factory.mktemp("text") / "textwrap.py"
-    path.write_text(inspect.getsource(textwrap) * 2)
-    return path
-
-
-def hf(base: Path, text_file: Path, *more: str) -> list[str]:
-    return ["experiment=hf_finetune", f"model.net.pretrained={base}", f"data.tokenizer={base}",
-            f"data.path={text_file}", "trainer=cpu", "test=false", *more]  # fmt: skip
+LORA = LORAS[0]
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +78,7 @@ def test_a_checkpoint_naming_code_builds_nothing_and_is_one_line(llama, text_fil
         assert (tmp_path / "site" / "victim_dir" / "keep.txt").read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_the_command_refuses_a_code_record_in_one_line(llama, text_file, lora_ckpt, tmp_path):
     victim = tmp_path / "evil.pth"
     good = torch.load(lora_ckpt, weights_only=True)
@@ -151,6 +134,7 @@ def test_a_read_only_destination_is_one_line(llama, text_file, lora_ckpt, tmp_pa
         locked.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_a_killed_export_leaves_no_half_model(llama, text_file, lora_ckpt, tmp_path):
     out = tmp_path / "merged"
     partial = tmp_path / ".merged.litforge-partial"
@@ -204,6 +188,7 @@ def test_a_bit_identical_base_elsewhere_is_the_same_base(llama, text_file, lora_
     assert "the base model moved" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "targets"), [("gpt2", "[c_attn]"), ("qwen2", "[q_proj,v_proj]")])
 def test_gpt2_and_qwen2_fine_tune_and_export(make_cfg, text_file, tmp_path, kind, targets):
     from transformers import AutoModelForCausalLM

@@ -18,21 +18,6 @@ from tests.helpers import csv_rows  # noqa: E402
 from tests.hf_models import tiny_llama  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory) -> Path:
-    return tiny_llama(tmp_path_factory.mktemp("llama"))
-
-
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory) -> Path:
-    import inspect
-    import textwrap
-
-    path = tmp_path_factory.mktemp("text") / "textwrap.py"
-    path.write_text(inspect.getsource(textwrap) * 2)
-    return path
-
-
 def hf(llama: Path, text_file: Path, *more: str) -> list[str]:
     return ["experiment=hf_finetune", f"model.net.pretrained={llama}", f"data.tokenizer={llama}",
             f"data.path={text_file}", "trainer=cpu", "test=false", *more]  # fmt: skip
