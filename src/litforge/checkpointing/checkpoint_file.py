@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from litforge.checkpointing import shards
 from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError, redact_url
@@ -93,29 +94,40 @@ def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_d
 
 def sharded_weights(path: Path) -> dict[str, torch.Tensor]:
     """The full weights of a sharded checkpoint (trainer=fsdp), gathered in this process;
-    a checkpoint without its `.metadata`, or with a shard missing or cut short, is one
-    line naming it."""
+    a checkpoint without its `.metadata`, or with shards missing, cut short or unreadable,
+    is one line naming the damaged files in shard order."""
     from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    if not (path / ".metadata").is_file():
+    if not (path / shards.METADATA).is_file():
         raise ConfigError(
             f"ckpt_path={path} is a sharded checkpoint without its .metadata file (written "
             "last, so the save did not finish); use an earlier complete checkpoint"
         )
+    try:
+        metadata = shards.read_metadata(path)
+    except Exception as err:  # noqa: BLE001 - a torn pickle raises many kinds
+        raise _damaged(path, [f".metadata does not load ({type(err).__name__})"]) from None
+    # Checked before reading: torch names only the first file it fails on, in its own order.
+    if problems := shards.missing_or_short(path, metadata):
+        raise _damaged(path, problems)
     with tempfile.TemporaryDirectory() as tmp:
         single = Path(tmp) / "consolidated.pt"
         try:
             dcp_to_torch_save(path, single)  # one process, no process group
         # CheckpointException is a BaseException (torch/distributed/checkpoint/api.py).
         except (Exception, CheckpointException) as err:  # noqa: BLE001 - many kinds
-            shards = sorted(p.name for p in path.glob("*.distcp"))
-            raise ConfigError(
-                f"ckpt_path={path} is a damaged sharded checkpoint (shards: "
-                f"{', '.join(shards) or 'none'}: {_shard_problem(err)}); "
-                "use an earlier complete checkpoint"
+            raise _damaged(
+                path, shards.unloadable(path, metadata) or [_shard_problem(err)]
             ) from None
         return torch.load(single, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _damaged(path: Path, problems: list[str]) -> ConfigError:
+    return ConfigError(
+        f"ckpt_path={path} is a damaged sharded checkpoint: {shards.summary(problems)}; "
+        "use an earlier complete checkpoint"
+    )
 
 
 def _shard_problem(err: BaseException) -> str:
