@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import resource
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -83,3 +88,60 @@ def test_bf16_is_at_least_twice_strict_float32_on_gpu():
     assert summary["bfloat16"]["vs_float32"] >= 2.0, report["summary"]
     if report["card"]:  # measured below the listed dense peak
         assert 0 < summary["bfloat16"]["vs_peak"] <= 1.0, report["summary"]
+
+
+# The benchmark's process may map at most this much (`ulimit -v`): 30000 needs 10.1 GiB of
+# float32 matrices, and nothing this test starts can take more than the limit.
+ADDRESS_SPACE = 4 * 2**30
+
+
+def _limited(*command: str) -> subprocess.CompletedProcess:
+    """`python *command` on the CPU under ADDRESS_SPACE."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, resource.RLIM_INFINITY))
+
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, env=env,
+        preexec_fn=limit, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_size_beyond_memory_is_one_line_before_allocating():
+    done = _limited("-m", "litforge.matmul_bench", "--sizes", "30000")
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert re.fullmatch(
+        r"error: --sizes=30000 needs 10\.1 GiB \(3 30000x30000 float32 matrices\), but only "
+        r"[0-9.]+ GiB of address space is left under ulimit -v; pick sizes up to \d+\n",
+        done.stderr,
+    ), done.stderr
+
+
+def test_the_widest_dtype_sizes_the_need():
+    done = _limited("-m", "litforge.matmul_bench", "--sizes", "30000", "--dtypes", "bfloat16")
+    assert done.returncode == 2 and "needs 5.0 GiB (3 30000x30000 bfloat16" in done.stderr
+
+
+def test_an_allocation_that_fails_anyway_is_one_line():
+    """Past the check (memory taken meanwhile): torch's own refusal, caught as it comes."""
+    code = (
+        "import resource, sys, torch\n"
+        "from litforge.errors import ConfigError\n"
+        "from litforge.toolkit import matmul_bench\n"
+        "from litforge.toolkit.bench_memory import address_space_left\n"
+        "# Room for less than the first matrix: it fails at once, nothing is filled.\n"
+        "room = address_space_left() - 2**30\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (resource.getrlimit(resource.RLIMIT_AS)[0] - room, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    matmul_bench.run((30000,), ('float32',), torch.device('cpu'), 0.01)\n"
+        "except ConfigError as err:\n"
+        "    sys.exit(f'error: {err}')\n"
+    )
+    done = _limited("-c", code)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr == (
+        "error: --sizes=30000: out of cpu memory for the float32 matrices (tried to allocate "
+        "3600000000 bytes); pick smaller sizes\n"
+    )

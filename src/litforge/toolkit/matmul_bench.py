@@ -5,13 +5,15 @@ warm-up, with the device synchronized around each timed loop; reports the best T
 each dtype, its ratio to float32, and its ratio to the card's dense peak from
 `litforge.toolkit.hardware`. On a GPU: float32 (TF32 off), TF32, float16 and bfloat16 at
 n = 1024..8192. On a CPU: float32 and bfloat16 at n = 128..512 (a quick check, not a
-benchmark of the CPU).
+benchmark of the CPU). Sizes whose three n x n matrices do not fit the memory available
+are refused in one line before anything is allocated.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 
 from litforge.errors import ConfigError
+from litforge.toolkit.bench_memory import check_fits
 from litforge.toolkit.hardware import current_card
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
@@ -55,8 +58,9 @@ def time_matmul(n: int, dtype: str, device: torch.device, min_seconds: float) ->
     """Best achieved TFLOP/s of an n x n product over three timed loops of about
     `min_seconds` each, after a warm-up that also sizes the loops."""
     gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, device=device, generator=gen).to(TORCH_DTYPES[dtype])
-    b = torch.randn(n, n, device=device, generator=gen).to(TORCH_DTYPES[dtype])
+    # Drawn in the dtype itself: a float32 draw cast down would hold a fourth matrix.
+    a = torch.randn(n, n, device=device, generator=gen, dtype=TORCH_DTYPES[dtype])
+    b = torch.randn(n, n, device=device, generator=gen, dtype=TORCH_DTYPES[dtype])
     out = torch.empty_like(a)
     with matmul_precision(dtype):
         torch.matmul(a, b, out=out)  # first call: kernel selection, allocations
@@ -82,7 +86,7 @@ def run(
     """Every (dtype, size) timing, and per dtype the best with its ratios."""
     card = current_card() if device.type == "cuda" else None
     rows = [
-        {"dtype": d, "size": n, "tflops": time_matmul(n, d, device, min_seconds)}
+        {"dtype": d, "size": n, "tflops": _timed(n, d, device, min_seconds)}
         for d in dtypes
         for n in sizes
     ]
@@ -105,6 +109,25 @@ def run(
         "rows": rows,
         "summary": summary,
     }
+
+
+def _timed(n: int, dtype: str, device: torch.device, min_seconds: float) -> float:
+    """time_matmul, with an allocation that fails anyway (memory taken meanwhile, or
+    fragmented) said in one line."""
+    try:
+        return time_matmul(n, dtype, device, min_seconds)
+    except RuntimeError as err:  # torch.OutOfMemoryError (CUDA) is one; CPU's is plain
+        if not isinstance(err, torch.OutOfMemoryError) and "allocate" not in str(err):
+            raise
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        # CPU: "... you tried to allocate 3600000000 bytes"; CUDA: "Tried to allocate 3.35 GiB"
+        amount = re.search(r"tried to allocate (\d[\d.]*\s?\w+)", str(err), re.IGNORECASE)
+        detail = f"tried to allocate {amount[1]}" if amount else type(err).__name__
+        raise ConfigError(
+            f"--sizes={n}: out of {device.type} memory for the {dtype} matrices ({detail}); "
+            "pick smaller sizes"
+        ) from None
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
@@ -170,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         seconds = args.seconds if args.seconds is not None else (0.2 if gpu else 0.02)
         if not 0 < seconds <= 60:
             raise ConfigError(f"--seconds={seconds} must be in (0, 60]")
+        check_fits(max(sizes), {d: TORCH_DTYPES[d] for d in dtypes}, device)
+        result = run(sizes, dtypes, device, seconds)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
-    result = run(sizes, dtypes, device, seconds)
     print(json.dumps(result, indent=2) if args.json else _table(result))
     return 0
 
