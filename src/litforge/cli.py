@@ -24,6 +24,7 @@ from litforge.exits import (  # noqa: F401 - errors_to_caller, remove_unused_run
     silence_known_upstream_warnings,
 )
 from litforge.paths import unwritable
+from litforge.validation import monitor_mode
 from litforge.validation.config_search import group_options, project_conf_dir, search_root
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
@@ -33,6 +34,8 @@ Recipe = Callable[[DictConfig], dict[str, Any]]
 OmegaConf.register_new_resolver(
     "litforge.first", lambda *args: next((a for a in args if a is not None), None), replace=True
 )
+# `${litforge.sweep_mode:min}`: optimized_mode's default, a sweep's direction else min.
+monitor_mode.register()
 
 
 def entry_point(

@@ -37,6 +37,7 @@ from litforge.sweeps import (
 )
 from litforge.sweeps import study as studies
 from litforge.sweeps.study import NOT_COUNTED, RETRY_OF, RUN_DIR
+from litforge.validation import monitor_mode
 
 log = logging.getLogger("litforge")
 PRUNING_CALLBACK = objectives.PRUNING_CALLBACK
@@ -73,6 +74,8 @@ class Sweep:
             self.objectives = objectives.objective_names(
                 self.config, self.settings, len(samplers.directions_for(self.settings))
             )
+            if clash := monitor_mode.contradiction(self.config, self.settings.get("direction")):
+                log.warning(clash)
             name = studies.study_name_of(self.settings, str(self.config.hydra.job.name))
             self.moved_to = location.stable_sweep_dir(self.config, self.settings, name)
             sweep_dir = Path(self.config.hydra.sweep.dir)
