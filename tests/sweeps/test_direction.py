@@ -82,10 +82,10 @@ def test_the_monitors_mode_in_the_trial(job, overrides, checkpoint, stopping):
 @pytest.mark.parametrize(
     ("overrides", "said"),
     [
-        (["optimized_mode=min"], "but optimized_mode=min keeps the lowest val/acc; set it to max"),
+        (["optimized_mode=min"], "but optimized_mode=min ranks the lowest val/acc best; set it to max"),
         (["checkpoint.mode=min", "optimized_mode=min"],
-         "but optimized_mode=min, checkpoint.mode=min keeps the lowest val/acc; set them to max"),
-        (["checkpoint.mode=min"], "but checkpoint.mode=min keeps the lowest val/acc; set it to"),
+         "but optimized_mode=min, checkpoint.mode=min rank the lowest val/acc best; set them to max"),
+        (["checkpoint.mode=min"], "but checkpoint.mode=min ranks the lowest val/acc best; set it to"),
         (["checkpoint.mode=min", "checkpoint.monitor=val/loss"], None),  # not the swept metric
         (["checkpoint.mode=max"], None),
         ([], None),
@@ -98,7 +98,7 @@ def test_a_mode_the_user_set_against_the_direction_is_one_line(job, overrides, s
         assert line is None
     else:
         assert line.startswith("hydra.sweeper.direction=maximize for val/acc, ") and said in line
-        assert line.endswith("or leave optimized_mode out (it follows the direction)")
+        assert line.endswith("out to follow the direction")
 
 
 @pytest.mark.slow
@@ -116,4 +116,4 @@ def test_a_real_lht_sweep_ranks_by_its_direction_and_warns_once_against_it(tmp_p
     out = against.stdout + against.stderr
     assert against.returncode == 0, out[-3000:]
     warned = [line for line in out.splitlines() if "hydra.sweeper.direction=maximize" in line]
-    assert len(warned) == 1 and "but optimized_mode=min keeps the lowest val/acc" in warned[0]
+    assert len(warned) == 1 and "but optimized_mode=min ranks the lowest val/acc best" in warned[0]

@@ -70,11 +70,8 @@ def _raw(cfg: DictConfig, key: str) -> Any:
 def contradiction(cfg: DictConfig, direction: Any) -> str | None:
     """One line when a mode the user set (optimized_mode, or the mode of a monitor watching
     the optimized metric) ranks against the sweep's `direction`; None when all agree."""
-    first = (
-        direction[0]
-        if isinstance(direction, list | tuple) or OmegaConf.is_list(direction)
-        else direction
-    )
+    many = isinstance(direction, list | tuple) or OmegaConf.is_list(direction)
+    first = (direction[0] if len(direction) else None) if many else direction
     wanted = MODES.get(str(first))
     if wanted is None:
         return None
@@ -94,8 +91,9 @@ def contradiction(cfg: DictConfig, direction: Any) -> str | None:
         return None
     keys = ", ".join(f"{key}={value}" for key, value in against)
     other = "lowest" if wanted == "max" else "highest"
+    one = len(against) == 1
     return (
-        f"hydra.sweeper.direction={first} for {metric}, but {keys} keeps the {other} {metric}; "
-        f"set {'it' if len(against) == 1 else 'them'} to {wanted}, or leave optimized_mode "
-        "out (it follows the direction)"
+        f"hydra.sweeper.direction={first} for {metric}, but {keys} rank{'s' * one} the {other} "
+        f"{metric} best; set {'it' if one else 'them'} to {wanted}, or leave "
+        f"{'it' if one else 'them'} out to follow the direction"
     )
