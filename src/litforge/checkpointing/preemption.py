@@ -16,6 +16,7 @@ import torch
 
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.errors import LitforgeError
+from litforge.sweeps import signals as sweep_signals
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -59,10 +60,25 @@ class Preemption(L.Callback):
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = signum
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # After Lightning registered its handlers (at fit start), so ours take over.
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        # From setup on, not only from the first step: a spot notice during a long setup
+        # (data, restore, the memory budget, sanity validation) must not be lost. A sweep's
+        # watch holds one that came since its trial began.
         for sig in SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous.setdefault(sig, signal.signal(sig, self._handle))
+        self.received = self.received or int(sweep_signals.pending() or 0)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Again over Lightning's handlers, registered after setup (they call ours too).
+        for sig in SIGNALS:
+            signal.signal(sig, self._handle)
+        if trainer.received_sigterm:
+            # Ours has it; Lightning would raise SIGTERMException after the first batch
+            # without a checkpoint.
+            self.received = self.received or signal.SIGTERM
+            trainer._signal_connector.received_sigterm = False
         self._distributed = trainer.world_size > 1  # asked once: the next hook is per batch
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:

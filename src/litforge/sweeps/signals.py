@@ -80,6 +80,12 @@ class SignalWatch:
                 signal.signal(sig, handler)
 
 
+def pending() -> int | None:
+    """The signal the sweep running in this process has received, if any (a trial's
+    training picks it up when it installs its own handler)."""
+    return None if _watching is None else _watching.received
+
+
 def refuse_to_start() -> None:
     """Raise NotStarted when the sweep running in this process has received a signal: a
     trial's first call (a launcher's job in another process has no watch, and runs)."""

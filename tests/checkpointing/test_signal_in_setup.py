@@ -1,0 +1,39 @@
+"""A SIGTERM that lands while a run sets up (before its first step) saves at the first step
+and stops, in a plain run and in a sweep's trial: the grace period is not spent training."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import torch
+
+from litforge.checkpointing.preemption import Preempted
+from litforge.sweeps import signals
+from litforge.training import train
+
+RUN = ["trainer.max_steps=50", "trainer.max_epochs=-1", "trainer.limit_val_batches=1",
+       "trainer.num_sanity_val_steps=1", "test=false", "logger=none"]  # fmt: skip
+
+
+# on_fit_start: before Lightning registers its handlers; sanity check: after them.
+@pytest.mark.parametrize("hook", ["on_fit_start", "on_sanity_check_start"])
+@pytest.mark.parametrize("in_sweep", [False, True], ids=["run", "sweep-trial"])
+def test_a_signal_during_setup_saves_at_the_first_step(make_cfg, tmp_path, hook, in_sweep):
+    cfg = make_cfg(
+        *RUN,
+        "+callbacks.signal._target_=tests.checkpointing.signal_hooks.SignalAt",
+        f"+callbacks.signal.hook={hook}",
+    )
+    watch = signals.SignalWatch()  # the sweep learns of the signal from Preempted
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Preempted, match="SIGTERM received: saved a checkpoint at step 1 ") as err:
+        if in_sweep:
+            with watch.active():
+                train(cfg)
+        else:
+            train(cfg)
+    assert err.value.exit_code == 143
+    saved = tmp_path / "run" / "checkpoints" / "step-00000001.ckpt"
+    assert torch.load(saved, weights_only=True)["global_step"] == 1
+    assert signal.getsignal(signal.SIGTERM) is before  # every handler given back
