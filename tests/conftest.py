@@ -71,3 +71,25 @@ def text_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("text") / "textwrap.py"
     path.write_text(inspect.getsource(textwrap) * 2)
     return path
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A directory this process cannot write to: mode 0555 for a user, a read-only tmpfs
+    for root (root writes anywhere else, so chmod would prove nothing)."""
+    import os
+    import subprocess
+
+    where = tmp_path / "ro"
+    where.mkdir()
+    if os.geteuid() != 0:
+        where.chmod(0o555)
+        yield where
+        where.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
+    yield where
+    subprocess.run(["umount", str(where)], check=True)

@@ -258,21 +258,6 @@ def test_a_local_checkpoint_dir_that_cannot_be_written_blames_no_credentials(tmp
     assert "AWS" not in err and "a directory this user may write to" in err
 
 
-@pytest.fixture
-def read_only_dir(tmp_path):
-    """A read-only tmpfs: root writes anywhere else, so chmod would prove nothing."""
-    import subprocess
-
-    where = tmp_path / "ro"
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
-    yield where
-    subprocess.run(["umount", str(where)], check=True)
-
-
 def test_a_logger_save_dir_on_a_read_only_filesystem_is_one_line(tmp_path, capfd, read_only_dir):
     args = ["logger=tensorboard", f"logger.tensorboard.save_dir={read_only_dir / 'tb'}"]
     code, out, err = run(train_entry.main, args, tmp_path / "run", capfd)

@@ -91,19 +91,6 @@ def test_cli_prints_one_error_line_and_exits_2(tmp_path, capsys, monkeypatch):
     assert err.startswith("error: NAME=torch would shadow") and err.count("\n") == 1
 
 
-@pytest.fixture
-def read_only_dir(tmp_path):
-    """A read-only tmpfs: root writes anywhere else, so chmod would prove nothing."""
-    where = tmp_path / "ro"
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
-    yield where
-    subprocess.run(["umount", str(where)], check=True)
-
-
 @pytest.mark.parametrize("inside", [True, False], ids=["under-it", "it"])
 def test_a_read_only_dest_is_one_line(read_only_dir, capsys, monkeypatch, inside):
     """`make new-project DEST=<read-only dir>`: a DEST in it, or the (empty) directory itself."""
