@@ -35,7 +35,7 @@ from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
 from litforge.models.freeze import KEY as FREEZE_KEY
 from litforge.models.freeze import freeze
-from litforge.toolkit.budget import depth, report
+from litforge.toolkit.budget import depth, failure, report
 from litforge.toolkit.budget.estimate import (
     attention_for,
     device_limit,
@@ -111,6 +111,14 @@ def _print_budget(
         subject = from_config(cfg)
     subject.attention = attention or attention_for(subject.device, device_memory)
     limit = device_limit(subject.device, device_memory, "--device-memory")
+    with failure.one_line(type(subject.module).__name__):
+        lines = _lines(cfg, subject, compare, limit)
+    print("\n".join(lines))
+    sys.stdout.flush()
+
+
+def _lines(cfg: DictConfig, subject: Subject, compare: bool, limit: report.Limit) -> list[str]:
+    """The table, the notes and (when it does not fit) the options."""
     precision = str(cfg.trainer.precision)
     found = rows(subject, compare, precision)
     averaged = "ema" in (cfg.get("callbacks") or {})
@@ -126,8 +134,7 @@ def _print_budget(
     if not limit.fits(configured.total):
         lines.append("the configured setting does not fit; options, in order:")
         lines += [f"  {option}" for option in report.options(subject, configured, limit)]
-    print("\n".join(lines))
-    sys.stdout.flush()
+    return lines
 
 
 if __name__ == "__main__":

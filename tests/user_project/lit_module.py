@@ -85,3 +85,13 @@ class SavesEverything(LitClassifier):
     ) -> None:
         super().__init__(net, optimizer, scheduler, num_classes)
         self.save_hyperparameters()
+
+
+class ReadsTrainer(LitClassifier):
+    """A training_step that reads its Trainer (`self.trainer.max_epochs`), as schedules
+    written into a step do: outside a Trainer, as the memory budget runs it, it raises."""
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        progress = self.trainer.current_epoch / max(self.trainer.max_epochs or 1, 1)
+        self.log("train/progress", progress, on_step=True, on_epoch=False)
+        return super().training_step(batch, batch_idx)

@@ -5,6 +5,7 @@ conf/callbacks/memory_budget.yaml; the figures are `python -m litforge.budget`'s
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +15,17 @@ from lightning.pytorch.callbacks import WeightAveraging
 
 from litforge import console
 from litforge.checkpointing.model_record import model_config
-from litforge.errors import ConfigError, LitforgeError
+from litforge.errors import ConfigError
 from litforge.launch.fsdp import is_sharded
 from litforge.toolkit.budget import oom, report
 from litforge.toolkit.budget.estimate import device_limit, subject_of
+from litforge.toolkit.budget.failure import describe
 from litforge.toolkit.budget.measure import Row
 from litforge.toolkit.hardware import available_ram
 from litforge.validation.rules import Bool, Int
 
 KEY = "callbacks.memory_budget"
+log = logging.getLogger(__name__)
 
 
 class MemoryBudgetExceeded(ConfigError):
@@ -114,11 +117,13 @@ class MemoryBudget(L.Callback):
                 row = report.with_average(row)
             self.estimate = row
             self.subject, self.limit = subject, limit
-        except LitforgeError as err:  # the user's code lacks what it measures with: skip
-            console.warn(f"memory budget: skipped ({err}); {KEY}=null hides this")
+        except Exception as err:  # noqa: BLE001 - a default-on callback never stops a run
+            console.warn(f"memory budget: skipped ({describe(err)}); {KEY}=null hides this")
+            log.debug("memory budget: the measurement failed", exc_info=err)
             return None
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # the measurement's blocks go back before training
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # the measurement's blocks go back before training
         _show(subject, row, limit)
         if device.type == "cpu" and not self.oversubscribe:
             problem = ram_problem(row.total, trainer.world_size // trainer.num_nodes)

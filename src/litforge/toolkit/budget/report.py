@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from litforge.errors import LitforgeError
 from litforge.precision import normalize
 from litforge.toolkit.budget.measure import Row, Subject, precisions_for
+from litforge.toolkit.budget.units import size
 from litforge.toolkit.hardware import CARDS
 
 COLUMNS = (
@@ -46,16 +46,6 @@ class Option:
 def with_average(row: Row) -> Row:
     """The row with a weight average (callbacks.ema) kept beside the weights: twice them."""
     return replace(row, weights=2 * row.weights)
-
-
-def size(n: int) -> str:
-    """Bytes in binary units: 1536 -> '1.5 KiB'."""
-    value, unit = float(n), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def _precision(row: Row) -> str:
@@ -106,9 +96,10 @@ def header(subject: Subject, precision: str) -> str:
 
 
 def notes(rows: list[Row], subject: Subject, limit: Limit) -> list[str]:
+    n = subject.activation_model(rows[0].precision, rows[0].checkpointing).samples
     lines = [
-        "activations: what autograd saves for backward in one training_step, measured at 1 and "
-        f"2 samples and linear in the batch; per micro-batch, so "
+        "activations: what autograd saves for backward in one training_step, measured at "
+        f"{n} and {2 * n} samples and linear in the batch; per micro-batch, so "
         f"trainer.accumulate_grad_batches={subject.accumulate} does not change them",
         "not counted: the CUDA context, the caching allocator's slack, backward's temporaries",
     ]
@@ -135,6 +126,10 @@ def measurement_notes(subject: Subject, row: Row) -> list[str]:
             f"activations measured by depth: without and with one of the model's "
             f"{found.layers} {unit} blocks (its shard_unit), {size(found.per_layer or 0)} per "
             f"block and sample, times {found.layers}"
+        )
+    if found.fake:
+        lines.append(
+            "activations measured on fake tensors (shapes without data: no memory, no arithmetic)"
         )
     here = "this GPU's" if subject.device.type == "cuda" else "this machine's"
     if subject.attention == "measured":
@@ -182,14 +177,14 @@ def options(subject: Subject, row: Row, limit: Limit) -> list[Option]:
         found.append(Option(change, reach[pick], reach[pick] <= budget))
     if normalize(row.precision) == "32-true":
         mixed = "bf16-mixed" if "bf16-mixed" in precisions_for(subject.device) else "16-mixed"
-        total = subject.row(mixed, row.checkpointing).total
-        found.append(Option(f"precision={mixed}", total, total <= budget))
+        total = _total_or_none(subject, mixed, row.checkpointing)
+        if total is not None:
+            found.append(Option(f"precision={mixed}", total, total <= budget))
     if row.checkpointing is False:
-        try:
-            total = subject.row(row.precision, True).total
+        # None also for a module not built from its config: it cannot be rebuilt with it.
+        total = _total_or_none(subject, row.precision, True)
+        if total is not None:
             found.append(Option("model.gradient_checkpointing=true", total, total <= budget))
-        except LitforgeError:  # a module not built from its config cannot be rebuilt with it
-            pass
     bf16 = "bf16" in row.effective
     cards = [c for c in CARDS if not bf16 or "bfloat16" in c.peak_tflops]
     card = min(
@@ -201,6 +196,15 @@ def options(subject: Subject, row: Row, limit: Limit) -> list[Option]:
         name = f"a card with more memory: {card.name} ({card.usable_gib:g} GiB usable)"
         found.append(Option(name, row.total, True))
     return found
+
+
+def _total_or_none(subject: Subject, precision: str, checkpointing: bool | None) -> int | None:
+    """Another setting's total; None when measuring it fails (an option left out, the
+    configured setting's figures stand)."""
+    try:
+        return subject.row(precision, checkpointing).total
+    except Exception:  # noqa: BLE001 - the user's code under another setting
+        return None
 
 
 def exceeded(row: Row, limit: Limit, found: list[Option], key: str) -> str:
