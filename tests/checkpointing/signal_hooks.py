@@ -18,6 +18,9 @@ class SignalAt(L.Callback):
         if hook == self.hook:
             os.kill(os.getpid(), self.signum)
 
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self._maybe("setup")
+
     def on_fit_start(self, *args: Any) -> None:
         self._maybe("on_fit_start")
 

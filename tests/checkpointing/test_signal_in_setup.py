@@ -16,9 +16,14 @@ RUN = ["trainer.max_steps=50", "trainer.max_epochs=-1", "trainer.limit_val_batch
        "trainer.num_sanity_val_steps=1", "test=false", "logger=none"]  # fmt: skip
 
 
-# on_fit_start: before Lightning registers its handlers; sanity check: after them.
-@pytest.mark.parametrize("hook", ["on_fit_start", "on_sanity_check_start"])
-@pytest.mark.parametrize("in_sweep", [False, True], ids=["run", "sweep-trial"])
+# setup: before the run's own handler is in (a sweep's watch records it; outside a sweep
+# the default handler ends the process, before any work); on_fit_start: before Lightning
+# registers its handlers; sanity check: after them.
+@pytest.mark.parametrize(
+    ("hook", "in_sweep"),
+    [("setup", True), ("on_fit_start", False), ("on_fit_start", True),
+     ("on_sanity_check_start", False), ("on_sanity_check_start", True)],
+)  # fmt: skip
 def test_a_signal_during_setup_saves_at_the_first_step(make_cfg, tmp_path, hook, in_sweep):
     cfg = make_cfg(
         *RUN,

@@ -16,7 +16,6 @@ import torch
 
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.errors import LitforgeError
-from litforge.sweeps import signals as sweep_signals
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -64,11 +63,10 @@ class Preemption(L.Callback):
         if stage != "fit":
             return
         # From setup on, not only from the first step: a spot notice during a long setup
-        # (data, restore, the memory budget, sanity validation) must not be lost. A sweep's
-        # watch holds one that came since its trial began.
+        # (data, restore, the memory budget, sanity validation) must not be lost.
         for sig in SIGNALS:
             self._previous.setdefault(sig, signal.signal(sig, self._handle))
-        self.received = self.received or int(sweep_signals.pending() or 0)
+        self.received = self.received or max(map(_recorded_by, self._previous.values()))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Again over Lightning's handlers, registered after setup (they call ours too).
@@ -100,3 +98,9 @@ class Preemption(L.Callback):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+def _recorded_by(handler: Any) -> int:
+    """The signal the handler replaced has recorded, if its owner keeps one as `received`
+    (a sweep's watch, `litforge.sweeps.signals.SignalWatch`, since the trial began)."""
+    return int(getattr(getattr(handler, "__self__", None), "received", None) or 0)

@@ -48,7 +48,8 @@ class NotStarted(LitforgeError):
 
 class SignalWatch:
     """Records the first of SIGNALS while the sweep runs (a trial's training installs its
-    own handler over this one, and gives it back when it ends)."""
+    own handler over this one, and gives it back when it ends; it reads `received` off
+    the handler it replaces, `litforge.checkpointing.preemption`)."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -78,12 +79,6 @@ class SignalWatch:
             _watching = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-
-def pending() -> int | None:
-    """The signal the sweep running in this process has received, if any (a trial's
-    training picks it up when it installs its own handler)."""
-    return None if _watching is None else _watching.received
 
 
 def refuse_to_start() -> None:
