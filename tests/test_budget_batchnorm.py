@@ -10,7 +10,7 @@ import pytest
 
 from litforge import budget
 from litforge import training as train_entry
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_entry
 from tests.test_bad_input import run
 
 USER_CONF = ROOT / "tests" / "user_project" / "conf"
@@ -71,3 +71,20 @@ def test_the_budget_command_says_in_one_line_what_it_could_not_measure(capsys):
         "error: the memory budget could not measure ReadsTrainer (RuntimeError: ReadsTrainer "
         "is not attached to a `Trainer`.)"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["LitClassifier", "ReadsTrainer"])
+def test_in_ddp_a_batchnorm_net_trains_and_a_failing_measurement_skips(tmp_path, module):
+    target = f"model._target_=tests.user_project.lit_module.{module}"
+    result = run_entry("train.py", *DENSE, *SHORT, target, "trainer=ddp", "trainer.devices=2",
+                       "trainer.accelerator=cpu", run_dir=tmp_path / "run")  # fmt: skip
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, text[-3000:]
+    assert "Traceback" not in text
+    if module == "ReadsTrainer":
+        assert text.count("memory budget: skipped") == 1 and SKIP in text
+    else:
+        assert "memory budget: precision=32-true checkpointing=- weights=85.5 KiB" in text
+        assert "memory budget: skipped" not in text
+    assert (tmp_path / "run" / "metrics.json").exists()

@@ -10,8 +10,9 @@ activations (how: `litforge.toolkit.budget.measure`), their total and the device
 checkpointing; `--device-memory` adds a "fits" column for a given size or card (its
 usable memory, what CUDA reports). A question about a GPU counts attention as CUDA's
 fused kernels save it, whatever this machine runs (`--attention measured` does not). A
-large model is built on the meta device and measured by depth, so a 7B model's budget
-takes seconds and under 2 GB here.
+large model is built on the meta device and measured on fake tensors by depth, so a 7B
+or 175B model's budget takes seconds and under 0.5 GiB here. A measurement that fails
+ends in one `error:` line.
 Training runs log the same figures through `litforge.toolkit.budget.callback`.
 
 The overrides compose the project's conf/ ($LITFORGE_CONF, else ./conf) as train.py does.

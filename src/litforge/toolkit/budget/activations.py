@@ -3,8 +3,9 @@
 Measured on a rebuilt copy of the module, under the precision plugin's
 `train_step_context` as Lightning runs it, at 1 and 2 samples (2 and 4 with BatchNorm)
 and linear beyond. A small module is measured whole (its copy holds its weights). A large
-one is built on the meta device and measured on fake tensors (`litforge.toolkit.budget.
-fake`: no memory, no arithmetic), on real ones only when its step reads values. One that
+one is built on the meta device and, on a CPU, measured on fake tensors
+(`litforge.toolkit.budget.fake`: no memory, no arithmetic), on real ones when its step
+reads values (and on a GPU). One that
 declares its repeated block (`shard_unit`) is measured by depth
 (`litforge.toolkit.budget.depth`): with no block and with 1 block, each at both sample
 counts, which gives the part outside the blocks and one block's part (each a fixed part,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RAM_SHARE = 0.5  # a whole-model measurement may take at most this share of free RAM
-SLOW_BYTES = 2**30  # real weights over this take a CPU long enough to say so first
 _NO_LOG_WARNING = r".*self\.log\(\)` but the `self\.trainer` reference is not registered.*"
 
 
@@ -122,11 +122,12 @@ def measure_copies(
     checkpointing: bool | None,
     runs: list[tuple[int | None, int]],
 ) -> tuple[list[int], How]:
-    """Saved bytes per run of (blocks kept, None for all; samples), all on one copy. A
-    module on the meta device or measured by depth runs on fake tensors; on real ones,
-    materialised, when its step cannot run on fake ones (it reads values)."""
+    """Saved bytes per run of (blocks kept, None for all; samples), all on one copy. On a
+    CPU a module on the meta device or measured by depth runs on fake tensors; on real
+    ones, materialised, when its step cannot run on fake ones (it reads values)."""
     shallow = any(blocks is not None for blocks, _ in runs)
-    if not (shallow or _is_meta(subject.module)):
+    # On CUDA the kernels a fake tensor would pick are unchecked: real ones measure there.
+    if not (shallow or _is_meta(subject.module)) or subject.device.type != "cpu":
         return _measure(subject, precision, checkpointing, runs, fake=False)
     try:
         return _measure(subject, precision, checkpointing, runs, fake=True)
@@ -193,13 +194,12 @@ def _is_meta(module: torch.nn.Module) -> bool:
 
 
 def _say_real(copy: torch.nn.Module, subject: Subject, unfaked: Exception | None) -> None:
-    """A line before a large copy is measured on real weights: that computes for real."""
-    need = depth.parameter_bytes(copy)
-    if unfaked is not None and need > SLOW_BYTES:
+    """A line before a large module's copy is measured on real weights: that computes."""
+    if unfaked is not None:
         log.warning(
             "memory budget: %s's training_step does not run on fake tensors (%s); measuring "
-            "it on %s of real weights instead, which can take minutes",
-            type(subject.module).__name__, describe(unfaked), size(need),
+            "it on %s of real weights instead, which computes the step and takes longer",
+            type(subject.module).__name__, describe(unfaked), size(depth.parameter_bytes(copy)),
         )  # fmt: skip
 
 
