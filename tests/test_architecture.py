@@ -37,7 +37,6 @@ LAYERS = {
         "conf",
         "callbacks",
         "models",
-        "nets",
         "data",
         "hf",
     },  # fmt: skip
@@ -99,6 +98,13 @@ def test_every_unit_has_a_layer():
     units = {p.stem if p.is_file() else p.name for p in SRC.iterdir()}
     units = {u for u in units if not u.startswith(("__pycache__", "."))} - {"py"}
     assert units - set(LAYER_OF) == set(), "add each new module or subpackage to LAYERS"
+    assert set(LAYER_OF) - units == set(), "LAYERS names a unit that no longer exists"
+
+
+def test_no_two_units_import_each_other():
+    """Open layers may import sideways, but not in a circle (a lazy import hides one)."""
+    pairs = {(unit, target) for _, unit, target in _imports()}
+    assert sorted(p for p in pairs if p[::-1] in pairs and p[0] < p[1]) == []
 
 
 def test_capabilities_import_only_downwards():
@@ -128,10 +134,11 @@ def test_importing_litforge_loads_nothing_else():
 
 def test_the_entry_point_module_loads_no_capability_until_a_run():
     ours = {m for m in _loaded_by("import litforge.cli") if m.startswith("litforge")}
-    # `compose()` in a notebook: the foundation and the config search only.
+    # `compose()` in a notebook: the foundation, the config search and the resolvers only.
     assert ours <= {"litforge", "litforge.cli", "litforge.conf", "litforge.errors",
                     "litforge.exits", "litforge.paths", "litforge.validation",
-                    "litforge.validation.config_search"}  # fmt: skip
+                    "litforge.validation.config_search",
+                    "litforge.validation.monitor_mode"}  # fmt: skip
 
 
 def test_public_names_resolve():

@@ -13,7 +13,6 @@ from typing import Any
 
 import hydra
 from hydra import compose as hydra_compose
-from hydra import initialize_config_dir, initialize_config_module
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from litforge.errors import ConfigError
@@ -25,7 +24,12 @@ from litforge.exits import (  # noqa: F401 - errors_to_caller, remove_unused_run
 )
 from litforge.paths import unwritable
 from litforge.validation import monitor_mode
-from litforge.validation.config_search import group_options, project_conf_dir, search_root
+from litforge.validation.config_search import (
+    group_options,
+    hydra_configs,
+    project_conf_dir,
+    search_root,
+)
 
 Recipe = Callable[[DictConfig], dict[str, Any]]
 
@@ -84,13 +88,6 @@ def entry_point(
         hydra.main(version_base="1.3", config_path=root, config_name=config_name)(hydra_run)()
 
     return main
-
-
-def hydra_configs(conf_dir: str | None) -> Any:
-    """Hydra's compose API over the project's conf/ (None: litforge's configs alone)."""
-    if conf_dir is not None:
-        return initialize_config_dir(config_dir=conf_dir, version_base="1.3")
-    return initialize_config_module("litforge.conf", version_base="1.3")
 
 
 def compose(

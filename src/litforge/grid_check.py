@@ -15,9 +15,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import open_dict
 
-from litforge.cli import hydra_configs
 from litforge.errors import ConfigError
 from litforge.validation.checks import check_config
+from litforge.validation.config_search import hydra_configs
 
 
 def check_grid_jobs(argv: list[str], config_name: str, conf_dir: str | None) -> None:

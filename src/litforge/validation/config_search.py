@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from hydra import initialize_config_dir, initialize_config_module
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.utils import create_config_search_path
 from hydra.core.object_type import ObjectType
@@ -114,3 +116,10 @@ def group_options(
         return GroupOptions(config_name, plain, conf_dir)
     except HydraException:
         return None
+
+
+def hydra_configs(conf_dir: str | None) -> Any:
+    """Hydra's compose API over the project's conf/ (None: litforge's configs alone)."""
+    if conf_dir is not None:
+        return initialize_config_dir(config_dir=conf_dir, version_base="1.3")
+    return initialize_config_module("litforge.conf", version_base="1.3")
