@@ -5,23 +5,29 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
+# Two stamps: `make train` needs only the core and the example project (a minute's install);
+# tests, lint and the commands that use extras (sweeps, scaffold, ...) install `.[dev]`.
+CORE := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-slow test-all lint format bench compare-precision clean dashboard \
-	new-project new-experiment
-
-$(STAMP): pyproject.toml Makefile
+$(CORE): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch is pinned in the same command so the resolver never pulls another build.
-	$(BIN)/python -m pip install --quiet $(TORCH) -e ".[dev]"
+	$(BIN)/python -m pip install --quiet $(TORCH) -e .
 	# The example project (src/litforge_examples) is not part of the litforge wheel: src/ goes
 	# on the venv's path, for every process a run starts (DDP ranks, sweep workers).
 	$(BIN)/python -c "import site, sys; open(site.getsitepackages()[0] + '/litforge-project.pth', 'w').write(sys.argv[1] + '\n')" "$(CURDIR)/src"
+	touch $(CORE)
+
+$(STAMP): $(CORE)
+	$(BIN)/python -m pip install --quiet $(TORCH) -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
-train: $(STAMP)
+install-core: $(CORE)
+
+train: $(CORE)
 	$(BIN)/python train.py $(ARGS)
 
 test: $(STAMP)
