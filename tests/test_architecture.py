@@ -50,6 +50,7 @@ LAYERS = {
     9: {
         "build",
         "cli",
+        "commands",
         "training",
         "evaluation",
         "budget",
