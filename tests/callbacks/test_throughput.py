@@ -258,11 +258,10 @@ class _Tiny(L.LightningModule):
 
 @pytest.mark.parametrize("slow", [True, False])
 def test_data_wait_share_is_logged_and_a_stall_is_explained_once(tmp_path, caplog, slow):
-    data = (
-        _SlowData()
-        if slow
-        else torch.utils.data.TensorDataset(torch.randn(256 * 8, 256), torch.randint(2, (256 * 8,)))
-    )
+    # The fast data is batches made in advance (batch_size=None: nothing to collate), so a
+    # fetch takes microseconds against the step's milliseconds on a loaded machine too;
+    # collating 256 samples one by one took as long as the step.
+    batches = [(torch.randn(256, 256), torch.randint(2, (256,))) for _ in range(8)]
     # Windows of 4 steps: the median of 3 or 4 waits, so one pause of the process (a garbage
     # collection in a long test session) cannot make a window's share.
     trainer = L.Trainer(
@@ -271,7 +270,12 @@ def test_data_wait_share_is_logged_and_a_stall_is_explained_once(tmp_path, caplo
         enable_progress_bar=False, enable_model_summary=False,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, "litforge"):
-        trainer.fit(_Tiny(), torch.utils.data.DataLoader(data, batch_size=4 if slow else 256))
+        loader = (
+            torch.utils.data.DataLoader(_SlowData(), batch_size=4)
+            if slow
+            else torch.utils.data.DataLoader(batches, batch_size=None)
+        )
+        trainer.fit(_Tiny(), loader)
     shares = [r["train/data_wait_share"] for r in _csv_rows(tmp_path, "train/data_wait_share")]
     assert len(shares) == 4
     warned = [
