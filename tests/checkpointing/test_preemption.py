@@ -14,7 +14,7 @@ import torch
 
 from tests.helpers import ROOT
 
-ARGS = ["trainer.max_steps=400", "trainer.max_epochs=-1", "checkpoint.every_n_train_steps=5",
+ARGS = ["trainer.max_steps=150", "trainer.max_epochs=-1", "checkpoint.every_n_train_steps=10",
         "trainer.limit_val_batches=1", "test=false"]  # fmt: skip
 
 
@@ -43,14 +43,14 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
 def test_signal_saves_exits_nonzero_and_rerun_resumes(tmp_path, signum, extra=()):
     run_dir = tmp_path / "run"
     process = start(run_dir, *extra)
-    wait_for(run_dir / "checkpoints" / "step-00000005.ckpt.complete", process)
+    wait_for(run_dir / "checkpoints" / "step-00000010.ckpt.complete", process)
     process.send_signal(signum)  # to rank 0, as a cloud or SLURM would
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signum, stderr[-3000:]
     name = signal.Signals(signum).name
     assert f"error: {name} received: saved a checkpoint at step" in stderr
     step = int(stderr.split("saved a checkpoint at step ")[1].split()[0])
-    assert step < 400
+    assert step < 150
     saved = run_dir / "checkpoints" / f"step-{step:08d}.ckpt"
     assert (saved.parent / (saved.name + ".complete")).is_file()
     assert torch.load(saved, weights_only=True)["global_step"] == step
@@ -59,7 +59,7 @@ def test_signal_saves_exits_nonzero_and_rerun_resumes(tmp_path, signum, extra=()
     stdout, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr[-3000:]
     assert f"resuming from {run_dir / 'checkpoints'}/step-{step:08d}.ckpt" in stdout
-    assert (run_dir / "checkpoints" / "step-00000400.ckpt").is_file()
+    assert (run_dir / "checkpoints" / "step-00000150.ckpt").is_file()
 
 
 @pytest.mark.slow
