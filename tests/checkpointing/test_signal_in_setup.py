@@ -42,3 +42,12 @@ def test_a_signal_during_setup_saves_at_the_first_step(make_cfg, tmp_path, hook,
     saved = tmp_path / "run" / "checkpoints" / "step-00000001.ckpt"
     assert torch.load(saved, weights_only=True)["global_step"] == 1
     assert signal.getsignal(signal.SIGTERM) is before  # every handler given back
+
+
+def test_a_run_that_fails_before_training_gives_its_handlers_back(make_cfg):
+    before = signal.getsignal(signal.SIGTERM)
+    cfg = make_cfg(*RUN, "+callbacks.fail._target_=tests.helpers.OutOfMemoryAt",
+                   "+callbacks.fail.phase=sanity")  # fmt: skip
+    with pytest.raises(Exception, match="tests.helpers.OutOfMemoryAt"):
+        train(cfg)
+    assert signal.getsignal(signal.SIGTERM) is before

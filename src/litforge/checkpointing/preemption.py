@@ -94,6 +94,18 @@ class Preemption(L.Callback):
             self.stopped_by = signum
             trainer.should_stop = True
 
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
+    ) -> None:
+        # Installed from setup on, ours are what Lightning's signal connector saved when it
+        # registered its own; it reinstates those after this hook on a failed run, so it
+        # is given the handlers from before ours (a notebook keeps its own).
+        saved = trainer._signal_connector._original_handlers
+        for sig, handler in self._previous.items():
+            if saved.get(sig) == self._handle:
+                saved[sig] = handler
+        self.teardown(trainer, pl_module, "fit")
+
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
