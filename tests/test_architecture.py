@@ -223,6 +223,7 @@ OPTIONAL = {
         "src/litforge/conf/callbacks/memory_budget.yaml",
         "src/litforge/conf/callbacks/numerics.yaml",
         "src/litforge/conf/callbacks/throughput.yaml",
+        "src/litforge/conf/callbacks/out_of_memory.yaml",
         "conf/experiment/precision_ab.yaml",
     ],
     "tracking beyond csv": [
@@ -238,7 +239,7 @@ OPTIONAL = {
 }
 # callbacks/default.yaml without the toolkit's three
 NO_TOOLKIT_CALLBACKS = (
-    "callbacks=[lr_monitor,epoch_log,progress_bar,model_summary,final_validation]"
+    "callbacks=[lr_monitor,epoch_log,progress_bar,model_summary,final_validation,auto_microbatch]"
 )
 
 

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from litforge.callbacks.auto_microbatch import AutoMicrobatch, split
 from litforge.errors import ConfigError
+from litforge.exits import explained
 from litforge.toolkit.budget.oom import OutOfMemory
 from litforge.training import train
 
@@ -75,7 +76,7 @@ def test_a_step_out_of_memory_runs_again_in_pieces_and_trains_the_same_model(
 
 
 def test_one_sample_per_piece_still_out_of_memory_ends_with_the_report(make_cfg):
-    with pytest.raises(OutOfMemory) as stop:
+    with pytest.raises(OutOfMemory) as stop, explained():
         train(make_cfg(*RUN, "data.batch_size=4", *oom("forward", 0)))
     assert str(stop.value).startswith("out of memory in the forward at optimizer step 0")
 
@@ -88,6 +89,7 @@ def test_one_sample_per_piece_still_out_of_memory_ends_with_the_report(make_cfg)
             ["trainer=ddp", "trainer.devices=2"],
             "microbatch.auto=true runs in one process; this run has 2",
         ),  # fmt: skip
+        (["callbacks=none"], "microbatch.auto=true is carried out by callbacks.auto_microbatch"),
     ],
 )
 def test_a_setting_it_cannot_shrink_is_one_line_before_training(make_cfg, overrides, said):

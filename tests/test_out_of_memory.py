@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from litforge.exits import explained
 from litforge.toolkit.budget.oom import OutOfMemory
 from litforge.training import train
 from tests.helpers import ROOT, TINY_GPT
@@ -32,7 +34,7 @@ def oom_at(phase: str) -> list[str]:
     ],
 )
 def test_each_phase_is_named_with_the_budget_and_options(make_cfg, tmp_path, phase, said):
-    with pytest.raises(OutOfMemory) as stop:
+    with pytest.raises(OutOfMemory) as stop, explained():
         train(make_cfg(*RUN, *oom_at(phase)))
     message = str(stop.value)
     assert stop.value.exit_code == 66
@@ -62,6 +64,20 @@ def test_the_command_prints_one_block_and_exits_66(tmp_path):
 
 
 def test_without_the_budget_it_still_names_the_phase(make_cfg):
-    with pytest.raises(OutOfMemory, match=r"^out of memory in the forward") as stop:
+    with pytest.raises(OutOfMemory, match=r"^out of memory in the forward") as stop, explained():
         train(make_cfg(*RUN, *oom_at("forward"), "~callbacks.memory_budget"))
     assert "memory budget: not measured (callbacks.memory_budget is off)" in str(stop.value)
+
+
+def test_called_from_a_notebook_the_error_carries_the_block(make_cfg):
+    # train() itself raises torch's error; the block rides along as its note, and
+    # `explained()` (what the entry point wraps a recipe in) raises the block instead.
+    with pytest.raises(torch.OutOfMemoryError) as raw:
+        train(make_cfg(*RUN, *oom_at("forward")))
+    assert any(n.startswith("out of memory in the forward") for n in raw.value.__notes__)
+
+
+def test_without_the_callback_the_error_is_torchs_own(make_cfg):
+    with pytest.raises(torch.OutOfMemoryError) as raw, explained():
+        train(make_cfg(*RUN, *oom_at("forward"), "~callbacks.out_of_memory"))
+    assert not getattr(raw.value, "__notes__", None)

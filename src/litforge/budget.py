@@ -35,7 +35,6 @@ from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
 from litforge.models.freeze import KEY as FREEZE_KEY
-from litforge.models.freeze import freeze
 from litforge.toolkit.budget import depth, failure, report
 from litforge.toolkit.budget.estimate import (
     attention_for,
@@ -58,10 +57,9 @@ def from_config(cfg: DictConfig) -> Subject:
     with torch.random.fork_rng():
         # On the meta device first: a 7B model's float32 weights do not fit in a laptop.
         with torch.device("meta"), _EmptyInit():
-            module = build_module(cfg)
+            module = build_module(cfg, compiled=False)  # frozen parameters: no gradients
         if depth.parameter_bytes(module) <= SMALL_MODULE_BYTES:
-            module = build_module(cfg)  # small: measured whole, on its real weights
-        freeze(module, cfg.model.get(FREEZE_KEY))  # frozen: no gradient, no optimizer state
+            module = build_module(cfg, compiled=False)  # small: measured on its real weights
     datamodule = build_datamodule(cfg)
     datamodule.setup("fit")
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")

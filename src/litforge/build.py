@@ -1,14 +1,19 @@
 """Config -> objects. Shared by train.py and eval.py so the two never drift apart.
 
 Every callback and logger comes from the config (conf/callbacks, conf/logger); this
-module adds only `ModelRecord`, which keeps checkpoints loadable with weights_only.
+module adds only `ModelRecord`, which keeps checkpoints loadable with weights_only, and
+what the recipe hands it (checkpointing's callbacks). A callback with a
+`check_before_fit(trainer, datamodule)` method has it called once the Trainer is built,
+before any process starts: its one-line refusals come before any training.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -19,13 +24,14 @@ from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console
+from litforge import compiling, console
 from litforge.checkpointing.model_record import ModelRecord
 from litforge.errors import ConfigError
 from litforge.extras import missing_extra
 from litforge.launch import processes
 from litforge.launch.fsdp import check_shardable, is_fsdp_run
 from litforge.models.freeze import KEY as FREEZE_KEY
+from litforge.models.freeze import freeze
 from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
@@ -34,19 +40,27 @@ from litforge.precision import (
     explain,
     scaler_plugin,
 )
+from litforge.tracking import lifecycle as tracking
 
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
     return construct(cfg.data, "data")
 
 
-def build_module(cfg: DictConfig) -> L.LightningModule:
+def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
     """The LightningModule of `cfg.model`, its `_target_` children (the net) built first
-    and passed in; its optimizer built once on its parameters to check it is one."""
+    and passed in, with `model.freeze` applied; its optimizer built once on its trainable
+    parameters to check it is one. `compile.enabled=true` compiles it in place (a missing
+    compiler is one line here) unless `compiled=False` (the memory budget measures it
+    uncompiled)."""
     module = construct(cfg.model, "model")
+    freeze(module, cfg.model.get(FREEZE_KEY))
     check_optimizer(cfg.model, module)
     if is_fsdp_run(cfg):  # before any process starts
         check_shardable(module)
+    settings = compiling.options(cfg) if compiled else None
+    if settings is not None:
+        compiling.compile_in_place(module, settings)
     return module
 
 
@@ -125,7 +139,7 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
         if item is None:
             continue
         try:
-            objects.append(instantiate(item, _convert_="all"))
+            built = instantiate(item, _convert_="all")
         except InstantiationException as err:
             if isinstance(err.__cause__, ConfigError):
                 raise err.__cause__ from None
@@ -133,6 +147,8 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
             if extra is not None:  # e.g. Lightning's TensorBoardLogger without tensorboard
                 raise ConfigError(f"{item.get('_target_')}: {extra}") from None
             raise
+        if built is not None:  # a factory that is off for this run (auto_microbatch)
+            objects.append(built)
     return objects
 
 
@@ -148,12 +164,15 @@ def build_trainer(
     cfg: DictConfig,
     extra_callbacks: Sequence[L.Callback] = (),
     datamodule: L.LightningDataModule | None = None,
+    checkpoints: Any = None,
     **overrides: Any,
 ) -> L.Trainer:
     """Trainer(**cfg.trainer) with the configured callbacks and loggers (plus
     `extra_callbacks`), after checking the precision against the hardware; sets the
     precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler.
-    `datamodule` decides `use_distributed_sampler: null` (see conf/trainer/default.yaml)."""
+    `datamodule` decides `use_distributed_sampler: null` (see conf/trainer/default.yaml)
+    and is what the callbacks' `check_before_fit` look at; a training run's `checkpoints`
+    (litforge.checkpointing.setup's) keep the tracked runs' ids beside them."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
     if kwargs.get("use_distributed_sampler") is None:
@@ -165,7 +184,8 @@ def build_trainer(
         plugins = kwargs.get("plugins") or []
         kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), plugin]
         kwargs["precision"] = None  # Lightning refuses both; the plugin says 16-mixed
-    loggers = build_loggers(cfg)
+    with tracked_runs_beside(checkpoints, cfg):
+        loggers = build_loggers(cfg)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     model.pop(FREEZE_KEY, None)  # type: ignore[union-attr]  # what builds it, nothing else
     record = ModelRecord(
@@ -187,7 +207,25 @@ def build_trainer(
     note = explain(requested, effective_precision(trainer))
     if note:
         console.warn(note)
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]
+        check = getattr(callback, "check_before_fit", None)
+        if callable(check):
+            check(trainer, datamodule)
     return trainer
+
+
+@contextmanager
+def tracked_runs_beside(checkpoints: Any, cfg: DictConfig) -> Iterator[None]:
+    """Around building the loggers: a resumed run on a machine without its run directory
+    gets its tracked runs' ids back from beside its checkpoints first, and a started one
+    keeps them there after (the loggers write them as they start)."""
+    if checkpoints is None:  # eval.py: no run to continue
+        yield
+        return
+    run_dir = Path(cfg.run_dir)
+    tracking.carry_ids(checkpoints, run_dir)
+    yield
+    tracking.keep_ids(checkpoints, run_dir)
 
 
 def _trainer_value(value: Any) -> Any:

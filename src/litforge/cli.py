@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from litforge.errors import ConfigError
 from litforge.exits import (  # noqa: F401 - errors_to_caller, remove_unused_run_dir: public here too
     errors_to_caller,
+    explained,
     remove_unused_run_dir,
     report_user_errors,
     silence_known_upstream_warnings,
@@ -62,6 +63,7 @@ def entry_point(
             report_user_errors(Path(cfg.run_dir)),
             multirun.job_scope(cfg),
             runs_end_with_job(),  # a run left open would take the next job's metrics
+            explained(),  # a callback's explanation of a failure (out of memory) ends the job
         ):
             metrics = recipe(cfg)
         wanted = cfg.get("optimized_metric")

@@ -36,6 +36,29 @@ def errors_to_caller() -> Iterator[None]:
         _ERRORS_TO_CALLER.reset(token)
 
 
+_EXPLANATION = "litforge_explanation"
+
+
+def explain_with(err: BaseException, explanation: LitforgeError) -> None:
+    """Attach a callback's reading of a failure it saw (the out-of-memory block) to `err`:
+    `explained()` raises it in the error's place, and a traceback shows it as a note."""
+    setattr(err, _EXPLANATION, explanation)
+    err.add_note(str(explanation))
+
+
+@contextlib.contextmanager
+def explained() -> Iterator[None]:
+    """Around a recipe (the entry point's job): a failure with an explanation attached
+    (`explain_with`) ends as that explanation, a LitforgeError with its own exit status."""
+    try:
+        yield
+    except BaseException as err:
+        explanation = getattr(err, _EXPLANATION, None)
+        if not isinstance(explanation, LitforgeError):
+            raise
+        raise explanation from err
+
+
 @contextlib.contextmanager
 def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
     """Turn a `LitforgeError` into one `error: ...` line and its exit status; a run

@@ -47,7 +47,7 @@ def export(
     try:
         partial.mkdir(parents=True)
         cfg = compose(list(overrides or []), partial / "run", conf_dir=conf_dir)
-        module = build.build_module(cfg)
+        module = build.build_module(cfg, compiled=False)
         net = getattr(module, "net", None)
         if not callable(getattr(net, "merged", None)):
             raise ConfigError(

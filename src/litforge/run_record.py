@@ -20,11 +20,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import lightning as L
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
+from litforge.callbacks.early_stopping import best_if_stopped
 from litforge.errors import ConfigError
+from litforge.precision import effective_precision
 
 
 def _git(*args: str) -> str | None:
@@ -71,7 +75,28 @@ def floats(values: Mapping[str, Any]) -> dict[str, float | None]:
     return {name: as_float(value) for name, value in values.items()}
 
 
-@rank_zero_only
+def final_metrics(
+    trainer: L.Trainer, precision_requested: str, best_checkpoint: str | None
+) -> dict[str, Any]:
+    """What metrics.json holds beside the logged metrics: what each callback reports (its
+    `final_metrics(trainer)`: early stopping's best value, the effective batch), the best
+    checkpoint, the precision asked for and the one that ran, and where fit ended."""
+    found: dict[str, Any] = {}
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]
+        report = getattr(callback, "final_metrics", None)
+        if callable(report):
+            found.update(report(trainer))
+        elif isinstance(callback, EarlyStopping):  # Lightning's own, as users configure it
+            found.update(best_if_stopped(callback, trainer))
+    return found | {
+        "best_checkpoint": best_checkpoint,
+        "precision_requested": precision_requested,
+        "precision_effective": effective_precision(trainer),
+        "global_step": trainer.global_step,
+        "epoch": trainer.current_epoch,
+    }
+
+
 @rank_zero_only
 def update(run_dir: Path, **fields: Any) -> None:
     """Add `fields` to run.json (written at the start of the run)."""

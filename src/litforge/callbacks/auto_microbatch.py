@@ -40,6 +40,12 @@ from litforge.errors import ConfigError
 WRAPPED = ("training_step", "backward", "optimizer_step")
 
 
+def when_enabled(enabled: bool) -> AutoMicrobatch | None:
+    """conf/callbacks/auto_microbatch.yaml's target: the callback under microbatch.auto=true,
+    no callback otherwise."""
+    return AutoMicrobatch() if enabled else None
+
+
 class AutoMicrobatch(L.Callback):
     def __init__(self) -> None:
         self.parts = 1  # pieces each batch runs in
@@ -50,9 +56,10 @@ class AutoMicrobatch(L.Callback):
         self._trainer: L.Trainer | None = None
 
     # -- checks and set-up ------------------------------------------------------------------
-    @staticmethod
-    def check(trainer: L.Trainer, datamodule: L.LightningDataModule | None) -> None:
-        """Before fit: the one-line refusals."""
+    def check_before_fit(
+        self, trainer: L.Trainer, datamodule: L.LightningDataModule | None
+    ) -> None:
+        """Before fit (litforge.build calls it once the Trainer is built): the refusals."""
         if trainer.world_size > 1:
             raise ConfigError(
                 f"microbatch.auto=true runs in one process; this run has {trainer.world_size}"

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping
 from torch import Tensor
 
+from litforge import console
 from litforge.errors import ConfigError
 
 KEY = "callbacks.early_stopping"
@@ -36,3 +38,20 @@ class EarlyStop(EarlyStopping):
         """The best monitored value so far; None before the first evaluation."""
         value = float(self.best_score)
         return value if abs(value) != float("inf") else None
+
+    def final_metrics(self, trainer: L.Trainer) -> dict[str, float]:
+        """For the run record (litforge.run_record.final_metrics)."""
+        return best_if_stopped(self, trainer)
+
+
+def best_if_stopped(callback: EarlyStopping, trainer: L.Trainer) -> dict[str, float]:
+    """A run early stopping ended reports the best value of its monitored metric (its last
+    validations were the ones without improvement); any other run nothing."""
+    if callback.wait_count < callback.patience:
+        return {}
+    best = float(callback.best_score)
+    if abs(best) == float("inf"):
+        return {}
+    console.info("early stopping: stopped at step %d; best %s=%.6g",
+                 trainer.global_step, callback.monitor, best)  # fmt: skip
+    return {str(callback.monitor): best}

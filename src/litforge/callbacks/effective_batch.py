@@ -6,7 +6,8 @@ Measured, not read from the config: the per-process batch is what the train load
 on another shape adapted it (`litforge.checkpointing.shape`). Said once, before the first
 step (at the sanity check or at train start, whichever comes first, and at the end of a fit
 that had nothing left to train), logged to every logger as `effective_batch_size`, and
-handed to `then` (the recipe's record of the run's facts).
+handed to `then` (the loggers' record of the run's facts, litforge.tracking.lifecycle);
+the run record (metrics.json) gets it as `effective_batch_size`.
 """
 
 from __future__ import annotations
@@ -59,3 +60,7 @@ class EffectiveBatch(L.Callback):
                 logger.log_hyperparams({"effective_batch_size": self.size})
         if self.then is not None:
             self.then(trainer, self.size)
+
+    def final_metrics(self, trainer: L.Trainer) -> dict[str, int | None]:
+        """For the run record (litforge.run_record.final_metrics)."""
+        return {"effective_batch_size": self.size}

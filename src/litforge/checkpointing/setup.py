@@ -19,7 +19,7 @@ from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.optimizer_settings import OptimizerSettings
 from litforge.checkpointing.preemption import Preempted, Preemption
-from litforge.checkpointing.restore import Restore, named, requested
+from litforge.checkpointing.restore import HotStart, Restore, load_weights, named, requested
 from litforge.checkpointing.restore import fetch as fetch_restore
 from litforge.checkpointing.resume import AlreadyFinished
 from litforge.checkpointing.rng import RngState
@@ -48,6 +48,16 @@ class Checkpointing:
         self.restore: Restore | None = None  # restore.mode=finetune|hotstart, if it applies
         self.callbacks: list[L.Callback] = []
         self.location: str | None = None  # where this run's checkpoints go (credentials cut)
+
+    def attach(self, module: L.LightningModule) -> list[L.Callback]:
+        """This run's checkpointing callbacks for the Trainer. A run that starts from another
+        run's checkpoint (restore.mode=finetune | hotstart) gets its weights into `module`
+        first, and a hot start the callback that loads its optimizer state at fit start."""
+        if self.restore is None:
+            return list(self.callbacks)
+        load_weights(module, self.restore)
+        hot = [HotStart(self.restore)] if self.restore.mode == "hotstart" else []
+        return [*self.callbacks, *hot]
 
     def finish(self, trainer: L.Trainer) -> Best:
         """After fit: the best checkpoint to test (none here: the weights in memory)."""

@@ -16,6 +16,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import run_record
+from litforge.callbacks.effective_batch import EffectiveBatch
 from litforge.launch import multirun
 from litforge.precision import effective_precision
 from litforge.tracking import run_ids
@@ -61,6 +62,18 @@ def keep_ids(checkpoints: Any, run_dir: Path) -> None:
                 store.fs.pipe_file(store.path(name), local.read_bytes())
             except Exception as err:  # noqa: BLE001 - training goes on; the run dir has them
                 log.warning("could not keep %s beside the checkpoints: %s", name, err)
+
+
+class RunFacts(EffectiveBatch):
+    """The effective batch, said once before the first step, then the run's facts and its
+    resolved config to every logger (`log_start`)."""
+
+    def __init__(self, cfg: DictConfig, checkpoint_location: str | None) -> None:
+        super().__init__(
+            lambda trainer, size: log_start(
+                trainer, cfg, trainer.lightning_module, size, checkpoint_location
+            )
+        )
 
 
 def log_start(

@@ -36,6 +36,7 @@ def check_config(cfg: DictConfig) -> None:
     _check_logger_dirs(plain)
     _check_model_fits_data(plain)
     _check_something_to_rank(plain)
+    _check_switches_have_callbacks(plain)
     accelerator = str(plain["trainer"].get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda"):
         import torch
@@ -155,3 +156,19 @@ def _check_something_to_rank(cfg: dict[str, Any]) -> None:
             f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
             "to keep the newest checkpoints only"
         )
+
+
+# A switch of conf/litforge/train.yaml and the callback entry that carries it out.
+_SWITCHED = {"microbatch.auto": "auto_microbatch"}
+
+
+def _check_switches_have_callbacks(cfg: dict[str, Any]) -> None:
+    """A switch on whose callback the config dropped (callbacks=none) would do nothing."""
+    callbacks = cfg.get("callbacks") or {}
+    for switch, entry in _SWITCHED.items():
+        group, key = switch.split(".")
+        if (cfg.get(group) or {}).get(key) and callbacks.get(entry) is None:
+            raise ConfigError(
+                f"{switch}=true is carried out by callbacks.{entry}, which this config "
+                f"dropped; list it with those you keep, e.g. 'callbacks=[{entry}]'"
+            )

@@ -12,6 +12,7 @@ import lightning as L
 import torch
 
 from litforge.errors import LitforgeError
+from litforge.exits import explain_with
 from litforge.toolkit.budget import report
 
 SNAPSHOT_NAME = "memory_snapshot.pickle"
@@ -22,6 +23,18 @@ class OutOfMemory(LitforgeError):
 
     exit_code = 66
     interrupts = False  # the same command fails the same way: a sweep records the trial
+
+
+class ExplainOutOfMemory(L.Callback):
+    """conf/callbacks/out_of_memory.yaml: an out-of-memory error in fit gets its block
+    (`explain`) attached, which the entry point ends with (exit status 66) and a
+    notebook's traceback shows as a note."""
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        if is_out_of_memory(exception):
+            explain_with(exception, explain(trainer, exception))
 
 
 def explain(trainer: L.Trainer, err: BaseException) -> OutOfMemory:
