@@ -1,9 +1,11 @@
 """litforge: a PyTorch Lightning + Hydra library for training on rented or shared GPUs.
 
-The public API is what `__all__` lists (importable as `from litforge import NAME`) plus
-the `_target_` paths of litforge's own configs (pkg://litforge.conf) and the commands
-`python -m litforge.budget | .matmul_bench | .consolidate | .scaffold`. Everything else
-may change between versions. Names load on first use, so `import litforge` stays cheap.
+The public API (docs/architecture.md, "Public API") is what `__all__` lists (importable as
+`from litforge import NAME`, or as `_target_: litforge.NAME`), what `litforge.hf.__all__`
+lists, the `_target_` paths of litforge's own configs (pkg://litforge.conf), the
+`${litforge.NAME:...}` resolvers, and the `litforge` command with its `python -m` forms.
+Everything else may change between versions. Names load on first use, so `import
+litforge` stays cheap.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ _PUBLIC = {
     "adamw": "litforge.optim",
     "warmup_cosine": "litforge.optim",
     "batch_size_of": "litforge.datamodule_facts",
+    "TokenWindows": "litforge.data.windows",
+    # the precision A/B experiment's callbacks (conf/experiment/precision_ab.yaml)
+    "PrecisionProbe": "litforge.toolkit.precision_ab.probe",
+    "PrecisionReport": "litforge.toolkit.precision_ab.experiment",
     # errors a user's code may raise or catch
     "LitforgeError": "litforge.errors",
     "ConfigError": "litforge.errors",

@@ -82,3 +82,13 @@ def generated(tmp_path_factory, template_src) -> Path:
     from litforge.scaffold.project import new_project
 
     return new_project(NAME, tmp_path_factory.mktemp("gen") / NAME, source=template_src)
+
+
+@pytest.fixture(scope="session")
+def generated_minimal(tmp_path_factory, template_src) -> Path:
+    """`make new-project ARGS=--minimal`'s project, generated once (read-only for the tests)."""
+    from litforge.scaffold.project import new_project
+
+    name = f"{NAME}_min"
+    return new_project(name, tmp_path_factory.mktemp("gen_min") / name, source=template_src,
+                       minimal=True)  # fmt: skip

@@ -53,7 +53,7 @@ def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
     found = re.fullmatch(r"litforge\[([\w,]+)\]==(\S+)", requirement)
     assert found, requirement
     assert set(found[1].split(",")) == {"sweeps", "slurm", "wandb", "tensorboard", "mlflow",
-                                        "s3", "scaffold"}  # fmt: skip
+                                        "s3", "hf", "scaffold"}  # fmt: skip
     (wheel,) = (generated / "vendor").glob("*.whl")
     assert wheel.name.startswith(f"litforge-{found[2]}-")
     names = zipfile.ZipFile(wheel).namelist()
@@ -85,7 +85,7 @@ def test_minimal_and_without_choose_examples_and_extras(tmp_path, template_src):
                  "conf/wandb_sweep.yaml", "test_gpt.py"):  # fmt: skip
         assert not [f for f in files if gone in f], gone
     extras = re.fullmatch(r"litforge\[([\w,]+)\]==\S+", _requirement(project))[1].split(",")
-    assert set(extras) == {"slurm", "tensorboard", "mlflow", "scaffold"}
+    assert set(extras) == {"slurm", "tensorboard", "mlflow", "hf", "scaffold"}
 
 
 def test_the_projects_own_tests_pass_against_the_installed_litforge(generated):

@@ -1,6 +1,7 @@
 """What litforge's LightningModules share: a net given as a built module, an optimizer and
 an LR schedule given as partials (conf/model: `_target_` + `_partial_: true`), written the
-way a lightning-hydra-template user writes them, plus how FSDP shards it."""
+way a lightning-hydra-template user writes them, plus how FSDP shards it and what a net of
+adapters (LoRA on a Hugging Face model, `litforge.hf`) needs of its checkpoints."""
 
 from __future__ import annotations
 
@@ -33,6 +34,42 @@ class LitforgeModule(L.LightningModule):
     # The repeated block of `net` that trainer=fsdp shards one at a time (litforge.launch.fsdp);
     # None: the model cannot be sharded and trainer=fsdp refuses it.
     shard_unit: type[torch.nn.Module] | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "net" and isinstance(value, torch.nn.Module):
+            # A net may name its own repeated block (a Hugging Face model's decoder layer).
+            unit = getattr(value, "shard_unit", None)
+            if unit is not None:
+                object.__setattr__(self, "shard_unit", unit)
+
+    @property
+    def strict_loading(self) -> bool:  # type: ignore[override]
+        """Lightning's switch; unset, False for a net whose checkpoints hold its adapters
+        only (the base model loads from its own directory)."""
+        if self._strict_loading is not None:
+            return bool(self._strict_loading)
+        return not getattr(self.__dict__.get("_modules", {}).get("net"), "adapters_only", False)
+
+    @strict_loading.setter
+    def strict_loading(self, strict_loading: bool) -> None:
+        self._strict_loading = strict_loading
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A net of adapters records its base model's identity (directory and sha256)."""
+        identity = getattr(getattr(self, "net", None), "base_identity", lambda: None)()
+        if identity:
+            from litforge.hf.lora import BASE_KEY  # only a Hugging Face net has an identity
+
+            checkpoint[BASE_KEY] = identity
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Adapters load only onto the base they were trained on (one line naming both)."""
+        net = getattr(self, "net", None)
+        if hasattr(net, "base_identity"):
+            from litforge.hf.lora import check_base  # only a Hugging Face net has one
+
+            check_base(checkpoint, net, "the checkpoint")
 
     def configure_model(self) -> None:
         """Under a model-parallel strategy (trainer=fsdp, which sets `_device_mesh`):

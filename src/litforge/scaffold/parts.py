@@ -22,7 +22,8 @@ PROJECT_FILES = (
     "notebooks/*.ipynb",
 )
 
-# --minimal leaves out the character-level GPT and its text data.
+# --minimal leaves out the character-level GPT, its text data, and what builds on them
+# (the fine-tune experiments; the Hugging Face model is trained as a LanguageModel).
 GPT_FILES = (
     f"src/{EXAMPLE_PACKAGE}/nets/gpt.py",
     f"src/{EXAMPLE_PACKAGE}/models/language_model.py",
@@ -30,6 +31,10 @@ GPT_FILES = (
     "conf/model/gpt.yaml",
     "conf/data/text.yaml",
     "conf/experiment/gpt_char.yaml",
+    "conf/experiment/gpt_char_finetune.yaml",
+    "conf/experiment/hf_finetune.yaml",
+    "conf/model/hf_causal_lm.yaml",
+    "conf/data/hf_text.yaml",
     "conf/experiment/precision_ab.yaml",
     "conf/hparams_search/gpt_char_optuna.yaml",
     f"tests/{EXAMPLE_PACKAGE}/test_gpt.py",
@@ -54,6 +59,12 @@ EXTRAS: dict[str, Extra] = {
         Extra("tensorboard", "TensorBoard logger"),
         Extra("mlflow", "MLflow logger"),
         Extra("s3", "checkpoints on S3"),
+        Extra(
+            "hf",
+            "Hugging Face models (experiment=hf_finetune)",
+            ("conf/experiment/hf_finetune.yaml", "conf/model/hf_causal_lm.yaml",
+             "conf/data/hf_text.yaml"),
+        ),  # fmt: skip
     )
 }
 ALWAYS = ("scaffold",)

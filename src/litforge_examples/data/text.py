@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from litforge import ConfigError, SplitDataModule, at_least
-from litforge.data.windows import TokenWindows
+from litforge import ConfigError, SplitDataModule, TokenWindows, at_least
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(

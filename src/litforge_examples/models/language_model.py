@@ -8,7 +8,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from litforge import LitforgeModule, OptimizerFactory, SchedulerFactory
-from litforge.hf.lora import BASE_KEY, check_base
 from litforge_examples.nets.gpt import Block
 
 
@@ -35,10 +34,6 @@ class LanguageModel(LitforgeModule):
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["net"])
         self.net = net
-        # A net may name its own repeated block (a Hugging Face model's decoder layer).
-        self.shard_unit = getattr(net, "shard_unit", None) or type(self).shard_unit
-        # A LoRA net's checkpoints hold its adapters only: the base comes from its directory.
-        self.strict_loading = not getattr(net, "adapters_only", False)
         if gradient_checkpointing:
             if not hasattr(net, "gradient_checkpointing"):
                 raise ValueError(
@@ -49,14 +44,6 @@ class LanguageModel(LitforgeModule):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.net(idx)
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        identity = getattr(self.net, "base_identity", lambda: None)()
-        if identity:
-            checkpoint[BASE_KEY] = identity
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        check_base(checkpoint, self.net, "the checkpoint")
 
     def _loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         inputs, targets = batch
