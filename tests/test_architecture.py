@@ -52,6 +52,7 @@ LAYERS = {
         "cli",
         "commands",
         "training",
+        "steps",
         "evaluation",
         "budget",
         "plan",

@@ -26,9 +26,9 @@ def _keys_read(function: ast.FunctionDef) -> set[str]:
     """`cfg.NAME` and `cfg.get("NAME")` of the function's body."""
     found = set()
     for node in ast.walk(function):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if node.value.id == "cfg" and node.attr != "get":
-                found.add(node.attr)
+        is_name = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        if is_name and node.value.id == "cfg" and node.attr != "get":
+            found.add(node.attr)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner = node.func.value
             if isinstance(owner, ast.Name) and owner.id == "cfg" and node.func.attr == "get":

@@ -26,6 +26,7 @@ COMMANDS: dict[str, Command] = {
     "new-project": Command("litforge.scaffold.__main__", ("new-project",), "a project of your own, litforge pinned"),
     "new-experiment": Command("litforge.scaffold.__main__", ("experiment",), "conf/experiment/NAME.yaml (+ model, data, test)"),
     "update-template": Command("litforge.scaffold.__main__", ("update",), "take in template changes since the project was made"),
+    "recipe": Command("litforge.scaffold.__main__", ("recipe",), "own the training loop: `recipe copy` into this project, `recipe diff`"),
     "dashboard": Command("litforge.sweeps.dashboard", (), "a sweep's study in optuna-dashboard"),
 }  # fmt: skip
 

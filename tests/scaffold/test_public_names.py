@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 import litforge
 import litforge.hf
+import litforge.steps
 from tests.helpers import ROOT
 from tests.scaffold.conftest import git, run_in
 
@@ -27,6 +28,7 @@ RESOLVER = re.compile(r"\$\{(litforge\.\w+):")
 def _public() -> set[str]:
     names = {f"litforge.{n}" for n in litforge.__all__}
     names |= {f"litforge.hf.{n}" for n in litforge.hf.__all__}
+    names |= {"litforge.steps"} | {f"litforge.steps.{n}" for n in litforge.steps.__all__}
     for path in LIBRARY_CONF.rglob("*.yaml"):
         names |= set(TARGET.findall(path.read_text()))
     return names | PUBLIC_TARGETS
@@ -54,7 +56,8 @@ def _named(project: Path) -> tuple[dict[str, set[str]], set[str]]:
         elif path.suffix == ".ipynb":
             cells = json.loads(path.read_text())["cells"]
             code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-            names = _python_names("\n".join(l for l in code.splitlines() if not l.startswith(("%", "!"))))  # fmt: skip
+            lines = [line for line in code.splitlines() if not line.startswith(("%", "!"))]
+            names = _python_names("\n".join(lines))
         elif path.suffix in (".yaml", ".yml"):
             text = path.read_text()
             names = set(TARGET.findall(text))
@@ -141,8 +144,13 @@ def test_every_experiment_of_a_full_project_trains_a_step(generated, tmp_path, l
     _train(generated, tmp_path / "finetune", "experiment=gpt_char_finetune", f"restore.from={ckpt}")
     _train(generated, tmp_path / "hf", "experiment=hf_finetune", f"model.net.pretrained={llama}",
            f"data.path={text_file}")  # fmt: skip
-    _train(generated, tmp_path / "ab", "experiment=precision_ab", "trainer.max_steps=2",
-           "precision_ab.smooth_steps=1")
+    _train(
+        generated,
+        tmp_path / "ab",
+        "experiment=precision_ab",
+        "trainer.max_steps=2",
+        "precision_ab.smooth_steps=1",
+    )
     assert (tmp_path / "ab" / "precision_ab.md").is_file()
 
 

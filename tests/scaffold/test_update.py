@@ -14,13 +14,14 @@ import yaml
 
 from litforge.scaffold.checks import ScaffoldError
 from litforge.scaffold.project import new_project, update
+from litforge.scaffold.recipe import copy_recipe
 from tests.scaffold.conftest import IDENTITY, NAME, clone_template, git
 
 FIX = "# A checkpointing fix made in the template after the project was generated.\n"
 
 
 @pytest.mark.slow  # ~30 s: two template views (two wheels), a copier update, an install
-def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cache):
+def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cache, capfd):
     source = clone_template(tmp_path / "template_src")
     project = new_project(NAME, tmp_path / NAME, source=source)
     old_pin = (project / "pyproject.toml").read_text()
@@ -32,7 +33,11 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     cnn.write_text(cnn.read_text().replace("  hidden: 128\n", "  hidden: 64\n"))
     makefile = project / "Makefile"
     makefile.write_text("# my own target notes\n" + makefile.read_text())
+    recipe = copy_recipe(project)  # the user owns the loop: recipe.py, train.py pointed at it
+    recipe.write_text(recipe.read_text() + "# my own loop\n")
+    git(*IDENTITY, "add", "-A", cwd=project)
     git(*IDENTITY, "commit", "-qam", "my changes", cwd=project)
+    own_recipe = recipe.read_text()
 
     # In the template: a library fix, a change to an example, a change to a skeleton file.
     library = source / "src" / "litforge" / "checkpointing" / "store.py"
@@ -70,6 +75,10 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     assert model.read_text().endswith("# my model change\n")
     assert "  hidden: 64\n" in cnn.read_text()
     assert "an example change" not in (project / "src" / NAME / "nets" / "cnn.py").read_text()
+    # The copied recipe: untouched, still the one train.py runs, and the update said so.
+    assert recipe.read_text() == own_recipe
+    assert "from recipe import train" in (project / "train.py").read_text()
+    assert "left recipe.py alone" in capfd.readouterr().err
     changed = {line[3:] for line in git("status", "--porcelain", cwd=project).splitlines()}
     assert not [p for p in changed if p.startswith((f"src/{NAME}/", "conf/", f"tests/{NAME}/"))]
 

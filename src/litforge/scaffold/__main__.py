@@ -1,4 +1,4 @@
-"""`python -m litforge.scaffold new-project | experiment | update | view`: see --help."""
+"""`python -m litforge.scaffold new-project | experiment | update | recipe | view`: see --help."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ def _parser() -> argparse.ArgumentParser:
     upd.add_argument("--template", type=Path, help="template repository if it moved")
     upd.add_argument("--conflict", choices=("inline", "rej"), default="inline")
     upd.add_argument("--project", type=Path, default=Path.cwd(), help="project root (default: .)")
+    recipe = sub.add_parser("recipe", help="own the training loop: copy the recipe in, or diff it")
+    recipe.add_argument(
+        "action",
+        choices=("copy", "diff"),
+        help="copy: recipe.py + train.py; diff: against litforge's",
+    )
+    recipe.add_argument("--force", action="store_true", help="replace an earlier copy")
+    recipe.add_argument(
+        "--project", type=Path, default=Path.cwd(), help="project root (default: .)"
+    )
     shown = sub.add_parser("view", help="build the template view of a repository; print it")
     shown.add_argument(
         "--template", type=Path, help="template repository (default: the recorded one, or this)"
@@ -50,6 +60,13 @@ def run(argv: list[str]) -> None:
         from litforge.scaffold.project import update
 
         update(args.project, args.template, args.conflict)
+    elif args.command == "recipe":
+        from litforge.scaffold import recipe
+
+        if args.action == "copy":
+            recipe.copy_recipe(args.project, args.force)
+        else:
+            print(recipe.diff_recipe(args.project) or "recipe.py is litforge's recipe, unchanged")
     else:
         from litforge.scaffold import view
         from litforge.scaffold.project import default_template

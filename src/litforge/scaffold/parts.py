@@ -62,8 +62,11 @@ EXTRAS: dict[str, Extra] = {
         Extra(
             "hf",
             "Hugging Face models (experiment=hf_finetune)",
-            ("conf/experiment/hf_finetune.yaml", "conf/model/hf_causal_lm.yaml",
-             "conf/data/hf_text.yaml"),
+            (
+                "conf/experiment/hf_finetune.yaml",
+                "conf/model/hf_causal_lm.yaml",
+                "conf/data/hf_text.yaml",
+            ),
         ),  # fmt: skip
     )
 }

@@ -16,6 +16,7 @@ from litforge.scaffold import gitio, view
 from litforge.scaffold.checks import ScaffoldError, check_dest, check_name, require_git
 from litforge.scaffold.parts import parse_without
 from litforge.scaffold.questions import ANSWERS_FILE
+from litforge.scaffold.recipe import note_own_recipe
 
 
 def template_root() -> Path:
@@ -162,4 +163,7 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         f"updated {project} from {old_tag} to {new.tag}; review with `git diff`, resolve any "
         "conflict markers, then commit"
     )
+    own = note_own_recipe(project)
+    if own:
+        _say(own)
     return new.tag
