@@ -13,8 +13,8 @@ import torch
 from lightning.pytorch.core.optimizer import _configure_optimizers
 from torch.utils.data import default_collate
 
-from litforge import budget
 from litforge.build import build_datamodule, build_module
+from litforge.commands import budget
 from litforge.errors import ConfigError
 from litforge.precision import PRECISIONS
 from litforge.toolkit.budget import measure as budget_measure

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from litforge import budget
+from litforge.commands import budget
 from litforge.errors import LitforgeError
 from litforge.toolkit.budget import activations as budget_activations
 from litforge.toolkit.budget.attention import FusedKernels

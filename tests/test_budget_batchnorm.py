@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from litforge import budget
 from litforge import training as train_entry
+from litforge.commands import budget
 from tests.helpers import ROOT, run_entry
 from tests.test_bad_input import run
 

@@ -23,7 +23,7 @@ def test_help_lists_every_command_on_one_screen():
     lines = shown.stdout.splitlines()
     assert len(lines) <= 24
     for name in ("budget", "plan", "export", "consolidate", "matmul-bench", "new-project",
-                 "update-template"):  # fmt: skip
+                 "update-template", "recipe"):  # fmt: skip
         assert any(line.split()[:1] == [name] for line in lines), name
     assert litforge().returncode == 2  # no command: the same list, as a usage error
 
@@ -47,3 +47,12 @@ def test_the_console_script_is_installed():
     assert script.is_file(), "pip install -e . writes it ([project.scripts])"
     shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "matmul-bench" in shown.stdout
+
+
+@pytest.mark.parametrize("old", ["budget", "plan", "matmul_bench", "consolidate"])
+def test_the_old_python_m_names_are_aliases_of_a_few_lines(old):
+    alias = ROOT / "src" / "litforge" / f"{old}.py"
+    assert len(alias.read_text().splitlines()) <= 12, f"{alias.name} holds code again"
+    shown = subprocess.run([sys.executable, "-m", f"litforge.{old}", "--help"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert shown.returncode == 0 and shown.stdout.startswith("usage:"), shown.stderr[-400:]

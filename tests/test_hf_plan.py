@@ -15,8 +15,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from litforge import budget, plan  # noqa: E402
 from litforge.build import build_module  # noqa: E402
+from litforge.commands import budget, plan  # noqa: E402
 from litforge.errors import ConfigError  # noqa: E402
 from litforge.training import train  # noqa: E402
 from tests.helpers import csv_rows  # noqa: E402

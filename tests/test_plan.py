@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from litforge import budget, plan
+from litforge.commands import budget, plan
 from litforge.toolkit.hardware import CARDS, Card, find_card
 from litforge.toolkit.plan import economics, search
 from litforge.training import train

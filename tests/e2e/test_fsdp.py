@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from litforge import budget
 from litforge.build import build_module
 from litforge.checkpointing import checkpoint_file
 from litforge.checkpointing.consolidate import consolidate
 from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, digest
+from litforge.commands import budget
 from litforge.errors import ConfigError
 from tests import helpers
 from tests.checkpointing.test_resume_exact import assert_bitwise_equal

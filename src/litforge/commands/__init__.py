@@ -1,7 +1,8 @@
 """`litforge COMMAND [args]`: every command of the library behind one name.
 
 Each subcommand runs the same code as its `python -m litforge.X` form, which users'
-scripts call and which stays.
+scripts call and which stays: `litforge.budget` and `litforge.plan` are aliases of the
+commands here, `litforge.matmul_bench` and `litforge.consolidate` of the code they run.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "budget": Command("litforge.budget", (), "memory of a training run: will it fit, what to change"),
-    "plan": Command("litforge.plan", (), "which card, how long and what it costs (on demand, spot)"),
+    "budget": Command("litforge.commands.budget", (), "memory of a training run: will it fit, what to change"),
+    "plan": Command("litforge.commands.plan", (), "which card, how long and what it costs (on demand, spot)"),
     "export": Command("litforge.export", (), "a checkpoint as a Hugging Face model directory"),
     "consolidate": Command("litforge.checkpointing.consolidate", (), "a sharded checkpoint as one file"),
     "matmul-bench": Command("litforge.toolkit.matmul_bench", (), "this machine's matmul TFLOP/s per dtype"),
@@ -52,7 +53,3 @@ def main(argv: list[str] | None = None) -> None:
     result = importlib.import_module(command.module).main([*command.prefix, *rest])
     if isinstance(result, int):
         sys.exit(result)
-
-
-if __name__ == "__main__":
-    main()
