@@ -47,6 +47,15 @@ def test_user_module_trains_resumes_with_its_schedule_and_evaluates(make_cfg, tm
     # Every default callback measured the plain classes; none skipped or refused.
     assert "memory budget for LitClassifier (6,762 parameters, optimizer SGD)" in caplog.text
     assert "effective batch size 32 = batch_size 32" in caplog.text
+    # One start-up line per object the config builds, by its _target_.
+    for line in ("building data <tests.user_project.datamodule.DigitsDataModule>",
+                 "building model <tests.user_project.lit_module.LitClassifier>",
+                 f"building model.net <{NET}>", "building model.optimizer <torch.optim.SGD> (partial)",
+                 "building model.scheduler <torch.optim.lr_scheduler.StepLR> (partial)",
+                 "built callbacks.memory_budget <litforge.toolkit.budget.callback.MemoryBudget>",
+                 "built logger.csv <", "built trainer <lightning.pytorch.trainer.trainer.Trainer> "
+                 "(1 node(s) x 1 CPUAccelerator, SingleDeviceStrategy, precision 32-true)"):  # fmt: skip
+        assert caplog.text.count(line) == 1, line
     assert not [
         r for r in caplog.records if r.levelname == "WARNING" and "skipped" in r.getMessage()
     ]

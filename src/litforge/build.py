@@ -44,7 +44,20 @@ from litforge.tracking import lifecycle as tracking
 
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
+    announce("data", cfg.data)
     return construct(cfg.data, "data")
+
+
+def announce(path: str, node: Any) -> None:
+    """One start-up line for an object the config builds, by its `_target_` (as
+    lightning-hydra-template logs them), and one for each `_target_` child it is given."""
+    if not (OmegaConf.is_dict(node) and "_target_" in node):
+        return
+    partial = " (partial)" if node.get("_partial_") else ""
+    console.info("building %s <%s>%s", path, node.get("_target_"), partial)
+    for key, child in node.items():
+        if key != "_target_" and OmegaConf.is_dict(child) and "_target_" in child:
+            announce(f"{path}.{key}", child)
 
 
 def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
@@ -53,6 +66,7 @@ def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
     parameters to check it is one. `compile.enabled=true` compiles it in place (a missing
     compiler is one line here) unless `compiled=False` (the memory budget measures it
     uncompiled)."""
+    announce("model", cfg.model)
     module = construct(cfg.model, "model")
     freeze(module, cfg.model.get(FREEZE_KEY))
     check_optimizer(cfg.model, module)
@@ -129,13 +143,13 @@ def check_optimizer(model: DictConfig, module: L.LightningModule) -> None:
             pass  # it takes arguments the module passes itself (total_steps, ...)
 
 
-def _instantiate_each(group: DictConfig | None) -> list[Any]:
+def _instantiate_each(group: DictConfig | None, name: str) -> list[Any]:
     """Each entry's object; a constructor's ConfigError (its own one-line check of its
     arguments) comes out as itself, not inside Hydra's InstantiationException."""
     if not group:
         return []
     objects = []
-    for item in group.values():
+    for key, item in group.items():
         if item is None:
             continue
         try:
@@ -147,17 +161,18 @@ def _instantiate_each(group: DictConfig | None) -> list[Any]:
             if extra is not None:  # e.g. Lightning's TensorBoardLogger without tensorboard
                 raise ConfigError(f"{item.get('_target_')}: {extra}") from None
             raise
-        if built is not None:  # a factory that is off for this run (auto_microbatch)
+        if built is not None:  # None: a factory that is off for this run (auto_microbatch)
+            console.info("built %s.%s <%s>", name, key, _class_name(built))
             objects.append(built)
     return objects
 
 
 def build_callbacks(cfg: DictConfig) -> list[L.Callback]:
-    return _instantiate_each(cfg.get("callbacks"))
+    return _instantiate_each(cfg.get("callbacks"), "callbacks")
 
 
 def build_loggers(cfg: DictConfig) -> list[Any]:
-    return _instantiate_each(cfg.get("logger"))
+    return _instantiate_each(cfg.get("logger"), "logger")
 
 
 def build_trainer(
@@ -202,6 +217,7 @@ def build_trainer(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=LIGHTNING_CPU_FP16_WARNING)
         trainer = L.Trainer(**kwargs, callbacks=callbacks, logger=loggers or False)
+    console.info("built trainer <%s> (%s)", _class_name(trainer), _shape(trainer))
     requested = str(cfg.trainer.precision)
     check_hardware(requested, on_gpu=isinstance(trainer.accelerator, CUDAAccelerator))
     note = explain(requested, effective_precision(trainer))
@@ -226,6 +242,19 @@ def tracked_runs_beside(checkpoints: Any, cfg: DictConfig) -> Iterator[None]:
     tracking.carry_ids(checkpoints, run_dir)
     yield
     tracking.keep_ids(checkpoints, run_dir)
+
+
+def _class_name(built: Any) -> str:
+    kind = type(built)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _shape(trainer: L.Trainer) -> str:
+    strategy = type(trainer.strategy).__name__
+    return (
+        f"{trainer.num_nodes} node(s) x {trainer.num_devices} {type(trainer.accelerator).__name__}"
+        f", {strategy}, precision {trainer.precision}"
+    )
 
 
 def _trainer_value(value: Any) -> Any:
