@@ -4,6 +4,7 @@ no config dump, no run directory left behind. Run through the real entry points 
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import sys
 from pathlib import Path
@@ -27,11 +28,15 @@ def run(main, args: list[str], run_dir: Path, capfd) -> tuple[int, str, str]:
     """`python train.py|eval.py *args` in this process; (exit status, stdout, stderr)."""
     capfd.readouterr()
     sys.argv = ["x.py", *args, f"hydra.run.dir={run_dir}"]
+    root = logging.getLogger()
+    handlers = root.handlers[:]
     try:
         main()
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:  # Hydra's job logging writes to this test's captured stdout, closed after it
+        root.handlers[:] = handlers
     out, err = capfd.readouterr()
     return code, out, err
 

@@ -56,3 +56,14 @@ def test_a_nested_target_counts_as_given_and_a_typo_gets_its_close_match():
     with pytest.raises(ConfigError, match="did you mean model.optimizer.momentum"):
         check_node({"_target_": "torch.optim.SGD", "_partial_": True, "momentm": 0.9},
                    "model.optimizer")  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["litforge_examples.data.digits.DigitsDataModule",
+                                   "litforge_examples.data.text.TextDataModule"])  # fmt: skip
+def test_loader_args_passed_on_as_unpacked_keywords_are_checked_by_name_and_type(where):
+    """`**loader: Unpack[LoaderArgs]` (PEP 692) takes exactly LoaderArgs' keys."""
+    check_node({"_target_": where, "shuffle_seed": 3, "shuffle": False, "num_workers": 0}, "data")
+    with pytest.raises(ConfigError, match=r"^data.shufle is not an argument .*did you mean data.shuffle\?$"):  # fmt: skip
+        check_node({"_target_": where, "shufle": True}, "data")
+    with pytest.raises(ConfigError, match=r"^data.num_workers=two is invalid; .* takes an integer$"):  # fmt: skip
+        check_node({"_target_": where, "num_workers": "two"}, "data")

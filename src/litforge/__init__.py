@@ -27,6 +27,7 @@ _PUBLIC = {
     "OptimizerFactory": "litforge.models.base",
     "SchedulerFactory": "litforge.models.base",
     "SplitDataModule": "litforge.data.loaders",
+    "LoaderArgs": "litforge.data.loaders",
     "train_loader": "litforge.data.loaders",
     "eval_loader": "litforge.data.loaders",
     "at_least": "litforge.data.loaders",

@@ -17,7 +17,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from litforge import steps
+from litforge import entry_point, steps
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -56,3 +56,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     steps.log_end(trainer, metrics)
     steps.write_metrics(Path(cfg.run_dir), metrics)
     return metrics
+
+
+# The recipe as a Hydra entry point over the current directory's conf/, as train.py is.
+main = entry_point(train, config_name="train")

@@ -42,7 +42,7 @@ def test_the_copied_recipe_trains_the_same_and_an_edit_runs(tmp_path):
     assert made.returncode == 0, made.stderr[-3000:]
     recipe = project / "recipe.py"
     assert "from recipe import train" in (project / "train.py").read_text()
-    assert "from litforge import steps" in recipe.read_text()
+    assert "from litforge import entry_point, steps\n" in recipe.read_text()  # public names only
     text = recipe.read_text()
     edited = text.replace(
         "    steps.check_config(cfg)\n",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import lightning as L
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
+from typing_extensions import TypedDict
 
 from litforge.data.global_order import GlobalOrderSampler
 
@@ -60,6 +61,16 @@ def at_least(**checked: tuple[int, int]) -> None:
             raise ValueError(f"{name}={value} must be >= {lowest}")
 
 
+class LoaderArgs(TypedDict, total=False):
+    """The loader settings every SplitDataModule takes beside `batch_size` (config keys
+    `data.NAME`). A subclass hands them on in one form, `**loader: Unpack[LoaderArgs]`
+    (PEP 692), and config validation checks them by name and type from here."""
+
+    shuffle_seed: int  # the train order's seed (GlobalOrderSampler), >= 0
+    shuffle: bool
+    num_workers: int  # >= 0
+
+
 class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
@@ -72,7 +83,7 @@ class SplitDataModule(L.LightningDataModule):
     test_set: Dataset | None = None
 
     def __init__(
-        self, *, batch_size: int, shuffle_seed: int, shuffle: bool, num_workers: int
+        self, *, batch_size: int, shuffle_seed: int = 0, shuffle: bool = True, num_workers: int = 0
     ) -> None:
         super().__init__()
         at_least(

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from typing_extensions import Unpack
 
-from litforge.data.loaders import SplitDataModule, at_least
+from litforge.data.loaders import LoaderArgs, SplitDataModule, at_least
 from litforge.data.windows import TokenWindows
 from litforge.errors import ConfigError
 from litforge.hf.model import check_pretrained
@@ -29,14 +30,9 @@ class HFTextDataModule(SplitDataModule):
         batch_size: int = 8,
         train_fraction: float = 0.9,
         val_fraction: float = 0.05,
-        shuffle_seed: int = 0,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
-        super().__init__(
-            batch_size=batch_size, shuffle_seed=shuffle_seed, shuffle=shuffle,
-            num_workers=num_workers,
-        )  # fmt: skip
+        super().__init__(batch_size=batch_size, **loader)
         at_least(block_size=(block_size, 1))
         if not path or not Path(path).is_file():
             raise ConfigError(f"data.path={path}: no such file (a UTF-8 text file to train on)")

@@ -129,7 +129,9 @@ from __future__ import annotations
 import torch
 from torch.utils.data import TensorDataset
 
-from litforge import ConfigError, SplitDataModule
+from typing_extensions import Unpack
+
+from litforge import ConfigError, LoaderArgs, SplitDataModule
 
 
 class __DATA__(SplitDataModule):
@@ -144,16 +146,9 @@ class __DATA__(SplitDataModule):
         val_size: int = 64,
         test_size: int = 64,
         split_seed: int = 0,
-        shuffle_seed: int = 0,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
-        super().__init__(
-            batch_size=batch_size,
-            shuffle_seed=shuffle_seed,
-            shuffle=shuffle,
-            num_workers=num_workers,
-        )
+        super().__init__(batch_size=batch_size, **loader)
         if val_size + test_size >= dataset_size:
             raise ConfigError(
                 f"data.val_size={val_size} + data.test_size={test_size} leave no training "

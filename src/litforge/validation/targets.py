@@ -16,6 +16,7 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import typing_extensions
 from hydra._internal.utils import _locate
 
 from litforge.errors import ConfigError
@@ -80,12 +81,17 @@ def check_node(node: Mapping[str, Any], path: str) -> None:
     if signature is None:
         return
     params = signature.parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unpacked = unpacked_keywords(target, params)
+    takes_any = not unpacked and any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
     named = {
         n: p
         for n, p in params.items()
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
+    optional = inspect.Parameter.KEYWORD_ONLY
+    named |= {n: inspect.Parameter(n, optional, default=None) for n in unpacked}
     given = [k for k in node if k not in HYDRA_KEYS]
     name = node["_target_"]
     for key in given:
@@ -104,12 +110,30 @@ def check_node(node: Mapping[str, Any], path: str) -> None:
             raise ConfigError(
                 f"{path}: {name} requires {', '.join(missing)}; pass {path}.{missing[0]}=..."
             )
-    hints = _hints(target)
+    hints = {**_hints(target), **unpacked}
     for key in given:
         if key in hints and not _is_node(node[key]) and conforms(node[key], hints[key]) is False:
             raise ConfigError(
                 f"{path}.{key}={_show(node[key])} is invalid; {name} takes {_describe(hints[key])}"
             )
+
+
+def unpacked_keywords(target: Any, params: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
+    """`**kwargs: Unpack[SomeTypedDict]` (PEP 692, e.g. litforge.LoaderArgs): the keys it
+    takes and their types; {} for a plain `**kwargs` (anything) or none."""
+    var = next((p for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    if var is None:
+        return {}
+    hint = _hints(target).get(var.name)
+    if typing_extensions.get_origin(hint) not in _UNPACK:
+        return {}
+    (typed,) = typing_extensions.get_args(hint)
+    if not typing_extensions.is_typeddict(typed):
+        return {}
+    return typing_extensions.get_type_hints(typed)
+
+
+_UNPACK = {typing_extensions.Unpack, getattr(typing, "Unpack", typing_extensions.Unpack)}
 
 
 def _is_node(value: Any) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch.utils.data import TensorDataset
+from typing_extensions import Unpack
 
-from litforge import ConfigError, SplitDataModule, at_least
+from litforge import ConfigError, LoaderArgs, SplitDataModule, at_least
 
 N_IMAGES = 1797  # len(sklearn.datasets.load_digits().target)
 
@@ -26,16 +27,9 @@ class DigitsDataModule(SplitDataModule):
         val_size: int = 300,
         test_size: int = 300,
         split_seed: int = 0,
-        shuffle_seed: int = 0,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
-        super().__init__(
-            batch_size=batch_size,
-            shuffle_seed=shuffle_seed,
-            shuffle=shuffle,
-            num_workers=num_workers,
-        )
+        super().__init__(batch_size=batch_size, **loader)
         at_least(val_size=(val_size, 1), test_size=(test_size, 1), split_seed=(split_seed, 0))
         if val_size + test_size >= N_IMAGES:
             raise ConfigError(

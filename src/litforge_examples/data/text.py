@@ -9,8 +9,9 @@ token is a character and the loss is in nats per character.
 from __future__ import annotations
 
 import torch
+from typing_extensions import Unpack
 
-from litforge import ConfigError, SplitDataModule, TokenWindows, at_least
+from litforge import ConfigError, LoaderArgs, SplitDataModule, TokenWindows, at_least
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
@@ -68,17 +69,10 @@ class TextDataModule(SplitDataModule):
         batch_size: int = 32,
         train_fraction: float = 0.9,
         val_fraction: float = 0.05,
-        shuffle_seed: int = 0,
-        shuffle: bool = True,
-        num_workers: int = 0,
         corpus: str = "pydoc_topics",
+        **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
-        super().__init__(
-            batch_size=batch_size,
-            shuffle_seed=shuffle_seed,
-            shuffle=shuffle,
-            num_workers=num_workers,
-        )
+        super().__init__(batch_size=batch_size, **loader)
         at_least(block_size=(block_size, 1))
         if not (0 < train_fraction and 0 <= val_fraction and train_fraction + val_fraction < 1):
             raise ConfigError(
