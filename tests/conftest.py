@@ -39,6 +39,18 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
 
 
 @pytest.fixture(autouse=True)
+def log_levels_as_before():
+    """A Hydra job run in this process sets the root logger to INFO: without this, a later
+    test's caplog would also hold the INFO lines of runs it did not look at."""
+    import logging
+
+    levels = {name: logging.getLogger(name).level for name in ("", "litforge")}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.fixture(autouse=True)
 def no_process_group_left_behind():
     """A test that starts a process group in the test process (DDP or FSDP in-process)
     leaves its MASTER_PORT in the environment and its store listening there: every later

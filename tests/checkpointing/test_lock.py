@@ -113,3 +113,22 @@ def test_a_fit_that_raised_releases_the_runs_locks_at_once(make_cfg, tmp_path):
         train(make_cfg("debug=limit", "checkpoint.dir=" + str(tmp_path / "store"), *boom))
     assert not (tmp_path / "run" / LOCK_NAME).exists()
     assert not list((tmp_path / "store").rglob(LOCK_NAME))
+
+
+def test_a_heartbeat_during_a_checkpoint_save_lands_at_once(tmp_path):
+    """Lightning saves inside `fs.transaction` of the same cached filesystem the lock beats
+    on: a beat then must not wait for (or fail) the checkpoint's commit."""
+    fs = fsspec.filesystem("file")
+    lock = lock_at(tmp_path)
+    gone = tmp_path / "gone"
+    with pytest.raises(OSError), fs.transaction:
+        lock._write()  # what the heartbeat thread does, mid-save
+        assert json.loads((tmp_path / ".litforge-lock").read_text())["token"] == lock.token
+        lock_at(gone)._write()  # a lock whose directory is removed before the commit
+        (gone / ".litforge-lock").unlink()
+        gone.rmdir()
+        raise OSError("the save failed")
+    assert (tmp_path / ".litforge-lock").is_file()  # kept, though the transaction failed
+    with fs.transaction:  # and a later save commits nothing of the lock's
+        fs.pipe_file(str(tmp_path / "step.ckpt"), b"weights")
+    assert (tmp_path / "step.ckpt").read_bytes() == b"weights"

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+from litforge.checkpointing.direct_write import write_now
 from litforge.errors import LitforgeError
 
 log = logging.getLogger("litforge")
@@ -125,7 +126,7 @@ class RunLock:
     def _write(self) -> None:
         record = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token,
                   "heartbeat": time.time()}  # fmt: skip
-        self.fs.pipe_file(self.path, json.dumps(record).encode())
+        write_now(self.fs, self.path, json.dumps(record).encode())  # beats during saves
 
     def _read(self) -> dict[str, Any] | None:
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from litforge.checkpointing.direct_write import write_now
 from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
@@ -209,7 +210,7 @@ class CheckpointStore:
                     self.fs.put_file(str(file), f"{target}/{file.relative_to(local).as_posix()}")
             else:
                 self.fs.put_file(str(local), target)
-        self.fs.pipe_file(self.path(manifest.name + MARKER_SUFFIX), manifest.to_json().encode())
+        write_now(self.fs, self.path(manifest.name + MARKER_SUFFIX), manifest.to_json().encode())
 
     def local_copy(self, name: str, staging_dir: Path, purpose: str) -> Path:
         """The file itself for a local store; else a per-process download under staging_dir."""

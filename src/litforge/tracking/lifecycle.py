@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge import run_record
 from litforge.callbacks.effective_batch import EffectiveBatch
+from litforge.checkpointing.direct_write import write_now
 from litforge.launch import multirun
 from litforge.precision import effective_precision
 from litforge.tracking import run_ids
@@ -59,7 +60,7 @@ def keep_ids(checkpoints: Any, run_dir: Path) -> None:
         local = run_dir / name
         if local.is_file():
             try:
-                store.fs.pipe_file(store.path(name), local.read_bytes())
+                write_now(store.fs, store.path(name), local.read_bytes())
             except Exception as err:  # noqa: BLE001 - training goes on; the run dir has them
                 log.warning("could not keep %s beside the checkpoints: %s", name, err)
 
