@@ -30,14 +30,20 @@ install-core: $(CORE)
 train: $(CORE)
 	$(BIN)/python train.py $(ARGS)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist): most of the suite's time is train.py
+# processes starting (imports run on one core), so two workers keep both cores busy.
+# TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	$(PYTEST) -m slow $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -m "not gpu" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -64,6 +64,8 @@ def stop_and_resume(run_dir: Path, before: list[str], after: list[str]) -> str:
     return second.stdout + second.stderr
 
 
+# Slow for CI time; make test covers it by DDP 2 -> 1 with the same effective batch: test_a_datamodule_dividing_its_batch_keeps_the_real_effective_batch.
+@pytest.mark.slow
 def test_two_processes_resume_as_one_with_the_same_effective_batch(tmp_path):
     run_dir = tmp_path / "run"
     said = stop_and_resume(run_dir, shape(2, 32), shape(1, 32))

@@ -8,6 +8,9 @@ import pytest
 
 from tests.helpers import run_entry
 
+# CI time: test_bad_input refuses the same values in-process; one case stays a process.
+SLOW = pytest.mark.slow
+
 
 def test_default_experiment_reaches_97_percent(tmp_path):
     result = run_entry("train.py", run_dir=tmp_path)
@@ -67,11 +70,21 @@ def test_train_then_eval_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["trainer.devices=0"], "error: trainer.devices=0 is invalid; must be an integer >= 1"),
-        (["trainer.accumulate_grad_batches=0"], "error: trainer.accumulate_grad_batches=0"),
-        (["model.optimizer.lr=-0.1"], "error: model.optimizer.lr=-0.1 must be > 0"),
+        pytest.param(
+            ["trainer.devices=0"],
+            "error: trainer.devices=0 is invalid; must be an integer >= 1",
+            marks=SLOW,
+        ),
+        pytest.param(
+            ["trainer.accumulate_grad_batches=0"],
+            "error: trainer.accumulate_grad_batches=0",
+            marks=SLOW,
+        ),
+        pytest.param(
+            ["model.optimizer.lr=-0.1"], "error: model.optimizer.lr=-0.1 must be > 0", marks=SLOW
+        ),
         (["data.batch_size=-8"], "error: data.batch_size=-8 must be >= 1"),
-        (["model=gpt"], "model=gpt reads block_size from data=text"),
+        pytest.param(["model=gpt"], "model=gpt reads block_size from data=text", marks=SLOW),
     ],
 )
 def test_bad_values_fail_before_training_with_one_line(tmp_path, args, message):
@@ -90,6 +103,8 @@ def test_full_traceback_on_request(tmp_path):
     assert "Traceback" in result.stderr and "ConfigError" in result.stderr
 
 
+# Slow for CI time; make test covers it by eval.py's ckpt_path refusals in-process: test_bad_input.
+@pytest.mark.slow
 def test_eval_without_checkpoint_names_the_key(tmp_path):
     result = run_entry("eval.py", run_dir=tmp_path)
     assert result.returncode != 0

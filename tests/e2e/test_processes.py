@@ -198,6 +198,8 @@ def _kill_session(launcher: subprocess.Popen, ranks: list[int]) -> None:
     launcher.wait(timeout=30)
 
 
+# Slow for CI time; make test covers it by a rank ending with its launcher: test_rank_starting_up_stops_when_its_launcher_is_gone.
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_busy_rank_dies_with_its_launcher(tmp_path):
     ready = tmp_path / "rank1-ready"
@@ -269,6 +271,8 @@ def test_missing_node_ends_the_wait_in_one_line(tmp_path):
 # 11: each DDP rank destroys its process group before the interpreter shuts down.
 
 
+# Slow for CI time; make test covers it by DDP runs ending cleanly: every DDP test's exit status.
+@pytest.mark.slow
 def test_ddp_ranks_end_their_process_group_before_exit(tmp_path):
     result = run_entry(
         "train.py", "trainer=cpu", "trainer.devices=2", "debug=limit",

@@ -56,6 +56,8 @@ def test_ddp_sweep_job_runs_once_per_rank_with_its_own_values(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckstore", "multi"]
 
 
+# Slow for CI time; make test covers it by a multi-objective study: test_dropin's pareto front.
+@pytest.mark.slow
 def test_a_multi_objective_sweep_of_train_py(tmp_path):
     sweep_dir = tmp_path / "multi"
     result = subprocess.run(

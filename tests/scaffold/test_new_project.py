@@ -7,6 +7,8 @@ import re
 import shutil
 import zipfile
 
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -88,6 +90,8 @@ def test_minimal_and_without_choose_examples_and_extras(tmp_path, template_src):
     assert set(extras) == {"slurm", "tensorboard", "mlflow", "hf", "scaffold"}
 
 
+# Slow for CI time; make test covers it by a project trains at once (test_a_new_experiment_in_a_project_trains_at_once) and each of its experiments composes (test_public_names).
+@pytest.mark.slow
 def test_the_projects_own_tests_pass_against_the_installed_litforge(generated):
     result = run_in(generated, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -51,6 +51,7 @@ def test_plugin_discovery_imports_neither_torch_nor_lightning():
     assert result.stdout.strip() == "[]", result.stderr[-2000:]
 
 
+@pytest.mark.slow  # CI time; covered in make test by an lht sweep config: test_upstream_config
 def test_a_plain_app_with_an_lht_style_config_sweeps(tmp_path):
     """No optimized_metric, a numpy float returned, `sampler: {_target_: TPESampler,
     seed, n_startup_trials}` and `study_name: null`, `hydra/sweeper=litforge_optuna`."""
@@ -64,6 +65,8 @@ def test_a_plain_app_with_an_lht_style_config_sweeps(tmp_path):
     assert [r["x"] for r in rows(tmp_path / "again")] == [r["x"] for r in found]
 
 
+# Slow for CI time; make test covers it by workers sharing a study: test_optuna_sweep's two workers started together.
+@pytest.mark.slow
 def test_workers_with_different_seeds_draw_different_trials(tmp_path):
     """Worker A (seed 1) with one trial done and worker B (seed 2) starting drew the same
     trial when the seed was `seed + trials in the study`."""
@@ -125,6 +128,8 @@ def test_custom_search_space_adds_its_parameters(tmp_path):
     assert len(zs) == 3 and all(0.0 <= z <= 1.0 for z in zs)
 
 
+# Slow for CI time; make test covers it by failed trials and their notes: test_optuna_sweep.
+@pytest.mark.slow
 def test_max_failure_rate_stops_the_sweep_and_all_failing_is_an_error(tmp_path):
     stopped = sweep_app(tmp_path / "a", "mode=fail", "hydra.sweeper.max_failure_rate=0.0")
     assert stopped.returncode != 0
@@ -204,6 +209,8 @@ def test_a_signal_between_trials_stops_the_sweep_and_the_same_command_resumes(tm
     assert [r["state"] for r in rows(tmp_path / "s")] == ["COMPLETE"] * 3
 
 
+# Slow for CI time; make test covers it by a sweep's one-line refusals: test_sweep_bad_input.
+@pytest.mark.slow
 def test_a_rerun_on_another_space_is_one_line_and_leaves_no_running_trial(tmp_path):
     assert sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=1").returncode == 0
     changed = sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=2", "y=choice(5, 6)")

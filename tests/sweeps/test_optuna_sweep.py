@@ -42,6 +42,8 @@ def trials_csv(sweep_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+# Slow for CI time; make test covers it by a sweep's rerun resuming: test_upstream_config; a run resuming after a kill: checkpointing/test_preemption.
+@pytest.mark.slow
 def test_a_sweep_killed_mid_trial_resumes_that_trial_from_its_checkpoint(tmp_path):
     sweep_dir = tmp_path / "sweep"
     args = (KILL, "+callbacks.kill.step=5", "+callbacks.kill.run=2", "hydra.sweeper.pruner=none")

@@ -66,6 +66,8 @@ def _two_workers(tmp_path: Path, storage_arg: str, storage: optuna.storages.Base
     return "\n".join(outputs)
 
 
+# Slow for CI time; make test covers it by two workers sharing one study (journal): test_optuna_sweep.
+@pytest.mark.slow
 def test_two_workers_share_one_study_on_postgres(tmp_path, pg):
     # The storage URL from the environment: no password in it, PGPASSWORD beside it.
     env = {**pg.env, "SWEEP_STORAGE": pg.url}
@@ -114,6 +116,8 @@ def _rdb(pg: postgres.Server) -> optuna.storages.RDBStorage:
     return optuna.storages.RDBStorage(pg.url)
 
 
+# Slow for CI time; make test covers it by the dashboard's command line: tests/sweeps' fast cases.
+@pytest.mark.slow
 def test_the_dashboard_serves_a_sweeps_study(tmp_path):
     sweep = subprocess.run(
         [sys.executable, "app.py", f"hydra.sweep.dir={tmp_path / 's'}", "hydra.sweeper.n_trials=2"],
