@@ -105,13 +105,15 @@ def assert_same_log(reference: list, resumed: list, epoch_resumed_mid_way: int |
             assert got == ref
 
 
+# CI time: a kill -9 mid-epoch and a bitwise resume stay in make test with the GPT case below.
+@pytest.mark.slow
 def test_cnn_with_dropout_resumes_mid_epoch_bitwise(tmp_path):
     # 19 batches an epoch: killed at step 23, resumed from the step-20 checkpoint mid-epoch.
     reference, resumed = killed_and_resumed_equals_uninterrupted(tmp_path, CNN, kill_at=23, last=30)
     assert_same_log(reference, resumed, epoch_resumed_mid_way=1)
 
 
-@pytest.mark.slow  # CI time; the mid-epoch CNN and the GPT resume tests stay in the fast tier
+@pytest.mark.slow  # CI time; the GPT's mid-epoch resume stays in the fast tier
 def test_cnn_resumes_from_the_default_epoch_end_checkpoint(tmp_path):
     # The default trigger: a save after each epoch's validation (step 19), then killed.
     args = [a for a in CNN if not a.startswith("checkpoint.every_n_train_steps")]

@@ -47,6 +47,8 @@ def test_ddp_on_cpu_writes_one_run_directory_and_logs_once(tmp_path, devices, pr
     assert (tmp_path / "run" / "checkpoints" / "step-00000006.ckpt.complete").is_file()
 
 
+# CI time: train.py then eval.py as processes stay in make test in litforge_examples/test_smoke.
+@pytest.mark.slow
 def test_train_then_eval_round_trip(tmp_path):
     train = run_entry("train.py", "debug=limit", "precision=32", run_dir=tmp_path / "train")
     assert train.returncode == 0, train.stderr[-3000:]

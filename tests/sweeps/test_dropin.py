@@ -198,6 +198,9 @@ def test_a_sampler_object_that_refuses_its_arguments_is_one_line():
         samplers.sampler_factory({"sampler": node, "seed": 1}, dict, "s")
 
 
+# Slow for CI time; make test covers it by test_optuna_sweep's SIGTERM after a finished
+# trial (no other trial launches) and test_upstream_config's rerun resuming.
+@pytest.mark.slow
 def test_a_signal_between_trials_stops_the_sweep_and_the_same_command_resumes(tmp_path):
     marker = str(tmp_path / "sent")
     stopped = sweep_app(tmp_path / "s", "hydra.sweeper.n_trials=3", TERM_ONCE=marker)
