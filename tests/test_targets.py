@@ -6,6 +6,7 @@ from typing import Literal
 
 import pytest
 import torch
+from typing_extensions import TypedDict, Unpack
 
 from litforge.errors import ConfigError
 from litforge.validation.targets import check_node, conforms
@@ -67,3 +68,20 @@ def test_loader_args_passed_on_as_unpacked_keywords_are_checked_by_name_and_type
         check_node({"_target_": where, "shufle": True}, "data")
     with pytest.raises(ConfigError, match=r"^data.num_workers=two is invalid; .* takes an integer$"):  # fmt: skip
         check_node({"_target_": where, "num_workers": "two"}, "data")
+
+
+class Settings(TypedDict, total=False):
+    workers: int
+    pin: bool
+
+
+def user_loader(batch: int, **settings: Unpack[Settings]) -> None:
+    """A user's own function handing on its settings the PEP 692 way."""
+
+
+def test_a_users_own_unpacked_keywords_are_checked_too():
+    check_node({"_target_": f"{__name__}.user_loader", "batch": 2, "workers": 1}, "data")
+    with pytest.raises(ConfigError, match=r"did you mean data.workers\?$"):
+        check_node({"_target_": f"{__name__}.user_loader", "batch": 2, "worker": 1}, "data")
+    with pytest.raises(ConfigError, match=r"^data.pin=1 is invalid; .* takes true or false$"):
+        check_node({"_target_": f"{__name__}.user_loader", "batch": 2, "pin": 1}, "data")

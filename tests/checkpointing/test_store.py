@@ -156,3 +156,13 @@ def test_wrong_credentials_are_caught_at_start(tmp_path, monkeypatch):
             CheckpointStore("s3://litforge/x").check_access()
     finally:
         server.stop()
+
+
+def test_a_marker_written_while_a_save_is_open_lands_at_once(store, tmp_path):
+    """A background upload's marker, written while Lightning saves the next checkpoint inside
+    `fs.transaction` of the same filesystem, is committed then, not with (or lost by) it."""
+    with pytest.raises(OSError), store.fs.transaction:
+        put_checkpoint(store, tmp_path, 4)
+        assert store.fs.exists(store.path("step-00000004.ckpt.complete"))
+        raise OSError("the next save failed")
+    assert [m.step for m in store.manifests()] == [4]

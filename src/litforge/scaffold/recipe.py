@@ -14,6 +14,7 @@ from pathlib import Path
 from litforge.scaffold.checks import ScaffoldError
 
 RECIPE_FILE = "recipe.py"
+HEADER_START = "# Copied from litforge "  # the first of the copy's two header lines
 LIBRARY_IMPORT = "from litforge import entry_point, train\n"
 OWN_IMPORT = (
     "from litforge import entry_point\n\n"
@@ -46,7 +47,7 @@ def copy_recipe(project: Path, force: bool = False) -> Path:
     except PackageNotFoundError:
         pinned = "unknown"
     header = (
-        f"# Copied from litforge {pinned}'s litforge/training.py by `litforge recipe copy`.\n"
+        f"{HEADER_START}{pinned}'s litforge/training.py by `litforge recipe copy`.\n"
         "# It is this project's now: edit it freely; `make update-template` leaves it alone.\n"
     )
     dest.write_text(header + library_recipe())
@@ -70,9 +71,9 @@ def diff_recipe(project: Path) -> str:
     dest = project / RECIPE_FILE
     if not dest.is_file():
         raise ScaffoldError(f"{dest} does not exist: `litforge recipe copy` makes it")
-    own = [line for line in dest.read_text().splitlines(keepends=True)]
-    while own and own[0].startswith("# "):  # the copy's header
-        own.pop(0)
+    own = dest.read_text().splitlines(keepends=True)
+    if own and own[0].startswith(HEADER_START):
+        own = own[2:]
     lines = difflib.unified_diff(
         library_recipe().splitlines(keepends=True), own, "litforge/training.py", RECIPE_FILE
     )

@@ -81,7 +81,8 @@ def check_node(node: Mapping[str, Any], path: str) -> None:
     if signature is None:
         return
     params = signature.parameters
-    unpacked = unpacked_keywords(target, params)
+    hints = _hints(target)
+    unpacked = unpacked_keywords(params, hints)
     takes_any = not unpacked and any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
     )
@@ -110,7 +111,7 @@ def check_node(node: Mapping[str, Any], path: str) -> None:
             raise ConfigError(
                 f"{path}: {name} requires {', '.join(missing)}; pass {path}.{missing[0]}=..."
             )
-    hints = {**_hints(target), **unpacked}
+    hints |= unpacked
     for key in given:
         if key in hints and not _is_node(node[key]) and conforms(node[key], hints[key]) is False:
             raise ConfigError(
@@ -118,13 +119,15 @@ def check_node(node: Mapping[str, Any], path: str) -> None:
             )
 
 
-def unpacked_keywords(target: Any, params: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
+def unpacked_keywords(
+    params: Mapping[str, inspect.Parameter], hints: dict[str, Any]
+) -> dict[str, Any]:
     """`**kwargs: Unpack[SomeTypedDict]` (PEP 692, e.g. litforge.LoaderArgs): the keys it
     takes and their types; {} for a plain `**kwargs` (anything) or none."""
     var = next((p for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD), None)
     if var is None:
         return {}
-    hint = _hints(target).get(var.name)
+    hint = hints.get(var.name)
     if typing_extensions.get_origin(hint) not in _UNPACK:
         return {}
     (typed,) = typing_extensions.get_args(hint)
