@@ -1,7 +1,7 @@
 """Figure 1, framework overhead: the template's training vs a hand-written loop.
 
-Three sides per model, each the CPU time per optimizer step (slope between a short and
-a long run, so start-up cancels):
+Three sides per model, trained side by side in one process, taking turns of a few steps
+(`benchmarks.relay`), each turn the process's CPU time:
   template  `litforge.training.train(cfg)` as `python train.py` runs it under CI: default
             callbacks (checkpointing, LR monitor, epoch log lines) and the CSV logger
   lightning Lightning's minimal Trainer on the same LightningModule and DataModule: no
@@ -9,6 +9,10 @@ a long run, so start-up cancels):
   raw       `benchmarks.rawloop.fit`: the same work in plain PyTorch
 Validation runs on the experiment's schedule on every side; the raw loop also writes the
 CSV log and best/last checkpoints, so `lightning` does less file work than the other two.
+A figure is the median over rounds of the per-round ratio (a turn over the geometric mean
+of the other side's turns before and after it); `halves` gives the medians of the even
+and odd rounds, to show how far the figure moves on half the data, and `turn_ms` every
+turn, for anyone who wants another statistic.
 """
 
 from __future__ import annotations
@@ -23,43 +27,60 @@ import lightning as L
 
 from benchmarks import rawloop
 from benchmarks.harness import scratch_dir
-from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
+from benchmarks.relay import Relay, TurnCallback, halves, paired_ratios
+from benchmarks.stats import Figure
 from litforge import build
 from litforge.cli import compose
 from litforge.training import train
 
-# Step counts of the short and long run. Digits has 19 batches per epoch and validates
-# and checkpoints each epoch, so both counts end an epoch and the slope carries the
-# per-epoch work in proportion. gpt_char validates every 200 steps: none in between.
+# Steps per turn and rounds. Digits has 19 batches per epoch and validates and checkpoints
+# each epoch, so a turn of 19 steps holds one epoch's end on every side. gpt_char
+# validates every 200 steps: one round holds it on every side.
 MODELS: dict[str, dict[str, Any]] = {
-    "cnn": {"overrides": ["experiment=digits_cnn"], "steps": (2 * 19, 8 * 19), "goal": 1.05},
-    "gpt": {"overrides": ["experiment=gpt_char"], "steps": (2, 8), "goal": 1.03},
+    "cnn": {"overrides": ["experiment=digits_cnn"], "turn": 19, "rounds": 50, "goal": 1.05},
+    "gpt": {"overrides": ["experiment=gpt_char"], "turn": 8, "rounds": 30, "goal": 1.03},
 }
+SIDES = ("template", "lightning", "raw")  # the template trains on the main thread
 
 
-# One side of the comparison: run(steps) trains for that many optimizer steps in a fresh
-# scratch directory, which it appends to the `dirs` list given to the factory (the caller
-# removes them once timing is done).
-Runner = Callable[[int], Any]
-
-
-def template_runner(overrides: list[str], dirs: list[Path]) -> Runner:
-    """`litforge.training.train(cfg)` as `python train.py *overrides` runs it (no test)."""
+def template_runner(overrides: list[str], dirs: list[Path]) -> Callable[[int], Any]:
+    """run(steps): `train(cfg)` as `python train.py *overrides` runs it (no test), in a
+    fresh scratch directory appended to `dirs` (the caller removes them). The whole-run
+    benchmarks (hooks, loggers, numerics) time it."""
 
     def run(steps: int) -> Any:
         dirs.append(scratch_dir())
-        cfg = compose([*overrides, f"trainer.max_steps={steps}", "test=false"], dirs[-1])
+        return train(_config(overrides, steps, dirs[-1], "test=false"))
+
+    return run
+
+
+def _config(overrides: list[str], steps: int, run_dir: Path, *extra: str) -> Any:
+    # max_epochs out of the way: the step count alone ends every side.
+    return compose(
+        [*overrides, f"trainer.max_steps={steps}", "trainer.max_epochs=100000", *extra], run_dir
+    )
+
+
+def template_side(overrides: list[str], run_dir: Path):
+    """`litforge.training.train(cfg)` as `python train.py *overrides` runs it (no test)."""
+
+    def run(relay: Relay) -> Any:
+        relay_callback = f"+callbacks.relay._target_={TurnCallback.__module__}.TurnCallback"
+        cfg = _config(
+            overrides, relay.total_steps, run_dir, "test=false", relay_callback,
+            "+callbacks.relay.side=template",
+        )  # fmt: skip
         return train(cfg)
 
     return run
 
 
-def lightning_runner(overrides: list[str], dirs: list[Path]) -> Runner:
+def lightning_side(overrides: list[str], run_dir: Path):
     """Lightning's minimal Trainer (no logger, checkpoints, callbacks) on the same module."""
 
-    def run(steps: int) -> Any:
-        dirs.append(scratch_dir())
-        cfg = compose([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
+    def run(relay: Relay) -> Any:
+        cfg = _config(overrides, relay.total_steps, run_dir)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         t = cfg.trainer
         trainer = L.Trainer(
@@ -67,7 +88,7 @@ def lightning_runner(overrides: list[str], dirs: list[Path]) -> Runner:
             devices=1,
             precision=t.precision,
             max_epochs=t.max_epochs,
-            max_steps=steps,
+            max_steps=relay.total_steps,
             val_check_interval=t.val_check_interval,
             check_val_every_n_epoch=t.check_val_every_n_epoch,
             limit_val_batches=t.limit_val_batches,
@@ -76,7 +97,8 @@ def lightning_runner(overrides: list[str], dirs: list[Path]) -> Runner:
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            default_root_dir=dirs[-1],
+            default_root_dir=run_dir,
+            callbacks=[TurnCallback("lightning")],
         )
         datamodule, module = build.build_datamodule(cfg), build.build_module(cfg)
         trainer.fit(module, datamodule=datamodule)
@@ -85,52 +107,57 @@ def lightning_runner(overrides: list[str], dirs: list[Path]) -> Runner:
     return run
 
 
-def raw_runner(overrides: list[str], dirs: list[Path]) -> Runner:
+def raw_side(overrides: list[str], run_dir: Path):
     """The hand-written loop of `benchmarks.rawloop` on the same config."""
 
-    def run(steps: int) -> Any:
-        dirs.append(scratch_dir())
-        cfg = compose([*overrides, f"trainer.max_steps={steps}"], dirs[-1])
-        return rawloop.fit(cfg, build.build_datamodule(cfg), steps, dirs[-1])
+    def run(relay: Relay) -> Any:
+        cfg = _config(overrides, relay.total_steps, run_dir)
+        datamodule = build.build_datamodule(cfg)
+        on_step = lambda _step: relay.step("raw")  # noqa: E731
+        return rawloop.fit(cfg, datamodule, relay.total_steps, run_dir, on_step=on_step)
 
     return run
 
 
-def measure(model: str, repeats: int = MIN_REPEATS) -> dict[str, Figure]:
+def measure(model: str) -> dict[str, Figure]:
     spec = MODELS[model]
-    short, long = spec["steps"]
-    dirs: list[Path] = []
-    runs = {
-        name: make(spec["overrides"], dirs)
-        for name, make in (
-            ("template", template_runner),
-            ("lightning", lightning_runner),
-            ("raw", raw_runner),
+    dirs = {name: scratch_dir() for name in SIDES}
+    makers = {"template": template_side, "lightning": lightning_side, "raw": raw_side}
+    relay = Relay(list(SIDES), spec["turn"], spec["rounds"])
+    try:
+        turns = relay.run(
+            "template", {name: makers[name](spec["overrides"], dirs[name]) for name in SIDES}
         )
+    finally:
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    ms_per_step = {
+        name: round(statistics.median(t) * 1e3 / spec["turn"], 4) for name, t in turns.items()
     }
-    for run in runs.values():  # warm-up: first-call costs (imports, allocator) stay out
-        run(short)
-    sides = {name: (lambda run=run: per_step(run, short, long)) for name, run in runs.items()}
-    values = interleaved(sides, repeats)
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
-    ms = {name: [v * 1e3 for v in vals] for name, vals in values.items()}
-    per_step_ms = {name: round(statistics.median(v), 4) for name, v in ms.items()}
+
+    turn_ms = {name: [round(t * 1e3, 2) for t in ts] for name, ts in turns.items()}
+
+    def figure(num: str, den: str, unit: str, **kw: Any) -> Figure:
+        values = paired_ratios(turns, num, den, list(SIDES))
+        extra = {"halves": halves(values), **kw.pop("extra", {})}
+        return Figure.of(values, unit, extra=extra, **kw)
+
+    steps = {"steps_per_turn": spec["turn"], "rounds": spec["rounds"]}
     return {
-        f"overhead_{model}": Figure.of(
-            ratios(values, "template", "raw"),
+        f"overhead_{model}": figure(
+            "template",
+            "raw",
             "x raw loop",
-            f"<= {spec['goal']}",
-            note="template / hand-written loop, CPU time per step",
-            extra={"ms_per_step_median": per_step_ms, "steps": [short, long]},
+            goal=f"<= {spec['goal']}",
+            note="template / hand-written loop, CPU time per turn of steps",
+            extra={"ms_per_step_median": ms_per_step, **steps, "turn_ms": turn_ms},
         ),
-        f"overhead_{model}_lightning": Figure.of(
-            ratios(values, "lightning", "raw"),
-            "x raw loop",
-            note="Lightning's minimal Trainer / hand-written loop",
+        f"overhead_{model}_lightning": figure(
+            "lightning", "raw", "x raw loop", note="Lightning's minimal Trainer / hand-written loop"
         ),
-        f"overhead_{model}_callbacks": Figure.of(
-            ratios(values, "template", "lightning"),
+        f"overhead_{model}_callbacks": figure(
+            "template",
+            "lightning",
             "x minimal Trainer",
             note="template / minimal Trainer: the cost of litforge's callbacks and logger",
         ),

@@ -46,12 +46,11 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
     return {
         # Within the suite's 10 minutes: 5 repeats where 7 cost a minute and the spread is
         # small (memory's step-time ratios, startup's CPU seconds of fresh processes), or
-        # where an A/B ratio's spread is far wider than 2 more pairs narrow (overhead, the
-        # loggers': `hooks` accounts the same costs inside the run, steadily).
-        "overhead": lambda: {
-            **overhead.measure("cnn", min(repeats, 5)),
-            **overhead.measure("gpt", min(repeats, 5)),
-        },
+        # where an A/B ratio's spread is far wider than 2 more pairs narrow (the loggers':
+        # `hooks` accounts the same costs inside the run, steadily). `overhead` takes
+        # turns of a few steps inside one process (benchmarks/relay.py): its rounds are
+        # fixed per model.
+        "overhead": lambda: {**overhead.measure("cnn"), **overhead.measure("gpt")},
         "memory": lambda: {
             **memory.measure_checkpointing(min(repeats, 5)),
             **memory.measure_precision(min(repeats, 5)),

@@ -31,6 +31,7 @@ LAYERS = {
         "extras",
         "precision",
         "run_record",
+        "job_return",
         "optim",
         "datamodule_facts",
         "compiling",

@@ -73,6 +73,9 @@ def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
             _remove_if_unused(run_dir)
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or _ERRORS_TO_CALLER.get():
             raise
+        from litforge.job_return import record_error  # here: `import litforge.cli` stays light
+
+        record_error(err)  # for the launcher of this job's process, if one asked
         print(f"error: {err}", file=sys.stderr)
         _exit(err.exit_code)
 

@@ -61,7 +61,28 @@ def write_start(run_dir: Path, cfg: DictConfig) -> None:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": socket.gethostname(),
     }
+    devices = trial_devices()
+    if devices is not None:
+        record["devices"] = devices
     (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+# Set for a sweep trial by hydra/launcher=gpus (litforge.sweeps.pool): the launcher's ids of
+# the trial's devices, and the GPUs' UUIDs.
+TRIAL_DEVICES_ENV = "LITFORGE_TRIAL_DEVICES"
+TRIAL_DEVICE_UUIDS_ENV = "LITFORGE_TRIAL_DEVICE_UUIDS"
+
+
+def trial_devices() -> dict[str, Any] | None:
+    """The devices a launcher gave this run (None when none did)."""
+    ids = os.environ.get(TRIAL_DEVICES_ENV)
+    if ids is None:
+        return None
+    return {
+        "ids": [int(i) for i in ids.split(",") if i],
+        "uuids": [u for u in os.environ.get(TRIAL_DEVICE_UUIDS_ENV, "").split(",") if u],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+    }
 
 
 def as_float(value: Any) -> float | None:

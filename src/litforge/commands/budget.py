@@ -1,7 +1,7 @@
 """Memory budget: will this training run fit, and what to change when it does not.
 
     python -m litforge.budget [train.py overrides] [--compare] [--device-memory 80GiB|H100]
-                              [--attention fused|measured]
+                              [--attention fused|measured] [--json]
 
 prints, for the configured model, micro-batch, precision, gradient checkpointing,
 accumulation and optimizer, the bytes of weights, gradients, optimizer state and
@@ -21,6 +21,8 @@ The overrides compose the project's conf/ ($LITFORGE_CONF, else ./conf) as train
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import tempfile
 
@@ -43,7 +45,7 @@ from litforge.toolkit.budget.estimate import (
     rows,
     subject_of,
 )
-from litforge.toolkit.budget.measure import SMALL_MODULE_BYTES, Subject
+from litforge.toolkit.budget.measure import SMALL_MODULE_BYTES, Row, Subject
 from litforge.toolkit.hardware import parse_memory
 from litforge.validation.checks import check_config
 from litforge.validation.config_search import project_conf_dir
@@ -90,14 +92,26 @@ def main(argv: list[str] | None = None) -> None:
         help="count attention as CUDA's fused kernels save it (the default for a GPU "
         "question: --device-memory, or a run on CUDA) or as this machine's kernels do",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the configured setting's bytes as one JSON object (for scripts: "
+        "hydra/launcher=gpus packs trials by it)",
+    )
     args = parser.parse_intermixed_args(argv)  # overrides before or after the options
     silence_known_upstream_warnings()
     with report_user_errors():
-        _print_budget(args.overrides, args.compare, args.device_memory, args.attention)
+        _print_budget(
+            args.overrides, args.compare, args.device_memory, args.attention, args.json
+        )
 
 
 def _print_budget(
-    overrides: list[str], compare: bool, device_memory: str | None, attention: str | None
+    overrides: list[str],
+    compare: bool,
+    device_memory: str | None,
+    attention: str | None,
+    as_json: bool = False,
 ) -> None:
     if device_memory is not None:
         parse_memory(device_memory)  # a typo fails before anything is built
@@ -111,6 +125,11 @@ def _print_budget(
     subject.attention = attention or attention_for(subject.device, device_memory)
     limit = device_limit(subject.device, device_memory, "--device-memory")
     with failure.one_line(type(subject.module).__name__):
+        if as_json:
+            row = _configured(cfg, subject)
+            print(json.dumps({**dataclasses.asdict(row), "total": row.total}))
+            sys.stdout.flush()
+            return
         lines = _lines(cfg, subject, compare, limit)
     print("\n".join(lines))
     sys.stdout.flush()
@@ -128,12 +147,17 @@ def _lines(cfg: DictConfig, subject: Subject, compare: bool, limit: report.Limit
     lines += [f"note: {n}" for n in report.notes(found, subject, limit)]
     if averaged:
         lines.append("note: weights include callbacks.ema's average, a second copy of them")
-    configured = subject.row(precision, subject.checkpointing)
-    configured = report.with_average(configured) if averaged else configured
+    configured = _configured(cfg, subject)
     if not limit.fits(configured.total):
         lines.append("the configured setting does not fit; options, in order:")
         lines += [f"  {option}" for option in report.options(subject, configured, limit)]
     return lines
+
+
+def _configured(cfg: DictConfig, subject: Subject) -> Row:
+    """The row of the setting cfg trains with (callbacks.ema's second copy included)."""
+    row = subject.row(str(cfg.trainer.precision), subject.checkpointing)
+    return report.with_average(row) if "ema" in (cfg.get("callbacks") or {}) else row
 
 
 if __name__ == "__main__":

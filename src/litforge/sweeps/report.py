@@ -18,7 +18,15 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from litforge.sweeps.study import BEST_CHECKPOINT, ERROR, NOT_COUNTED, RETRY_OF, RUN_DIR, STOPPED
+from litforge.sweeps.study import (
+    BEST_CHECKPOINT,
+    DEVICES,
+    ERROR,
+    NOT_COUNTED,
+    RETRY_OF,
+    RUN_DIR,
+    STOPPED,
+)
 
 log = logging.getLogger("litforge")
 MIN_TRIALS_FOR_IMPORTANCE = 4
@@ -126,13 +134,15 @@ def _trials_csv(trials: list[FrozenTrial], objectives: list[str]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     columns = ["value"] if len(objectives) == 1 else objectives
-    writer.writerow(["number", "state", *columns, "duration_s", *names, "run_dir", "note"])
+    where = ["devices"] if any(DEVICES in t.user_attrs for t in trials) else []
+    writer.writerow(["number", "state", *columns, "duration_s", *names, *where, "run_dir", "note"])
     for t in trials:
         duration = t.duration.total_seconds() if t.duration is not None else None
         values = t.values if t.values is not None else [None] * len(columns)
         writer.writerow([
             t.number, t.state.name, *values, None if duration is None else round(duration, 3),
-            *(t.params.get(n) for n in names), t.user_attrs.get(RUN_DIR), _note(t),
+            *(t.params.get(n) for n in names), *(t.user_attrs.get(DEVICES) for _ in where),
+            t.user_attrs.get(RUN_DIR), _note(t),
         ])  # fmt: skip
     return out.getvalue()
 

@@ -43,6 +43,7 @@ STOPPED = "litforge:stopped"  # set by the run: "pruned" or "not finite", with t
 RUN_DIR = "litforge:run_dir"
 BEST_CHECKPOINT = "litforge:best_checkpoint"
 ERROR = "litforge:error"
+DEVICES = "litforge:devices"  # ids (and GPU UUIDs) a trial ran on, under hydra/launcher=gpus
 
 
 def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> BaseStorage:

@@ -36,7 +36,7 @@ from litforge.sweeps import (
     signals,
 )
 from litforge.sweeps import study as studies
-from litforge.sweeps.study import NOT_COUNTED, RETRY_OF, RUN_DIR
+from litforge.sweeps.study import DEVICES, NOT_COUNTED, RETRY_OF, RUN_DIR
 from litforge.validation import monitor_mode
 
 log = logging.getLogger("litforge")
@@ -256,6 +256,10 @@ class Sweep:
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job (litforge.sweeps.outcomes); the first reason to stop wins."""
         in_process = type(self.launcher).__name__ == "BasicLauncher"  # this machine's trials
+        devices = getattr(result, "devices", None)  # hydra/launcher=gpus says where it ran
+        if devices:
+            uuids = getattr(result, "device_uuids", None) or []
+            trial.set_user_attr(DEVICES, " ".join(map(str, devices + uuids)))
         stop = outcomes.tell(study, trial, result, self.objectives, in_process)
         if stop is not None and self.stopped_by is None:
             self.stopped_by = stop

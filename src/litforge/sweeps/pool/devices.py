@@ -1,0 +1,87 @@
+"""Which devices the launcher hands out, and how a trial process is told its own."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from litforge.errors import ConfigError
+from litforge.run_record import TRIAL_DEVICE_UUIDS_ENV, TRIAL_DEVICES_ENV
+
+log = logging.getLogger("litforge")
+
+# Set in each trial's environment; run_record copies them into run.json.
+IDS_ENV, UUIDS_ENV = TRIAL_DEVICES_ENV, TRIAL_DEVICE_UUIDS_ENV
+
+
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def resolve(setting: Any, visible: int) -> list[int]:
+    """hydra.launcher.devices: `auto` (every visible GPU) or a list of ids. A list is taken
+    as given on a machine without GPUs (trials then run on CPU, side by side)."""
+    if setting in (None, "auto"):
+        if visible == 0:
+            log.warning(
+                "hydra.launcher.devices=auto: no GPU visible, so one trial at a time on CPU "
+                "(hydra.launcher.devices=[0,1] runs two side by side)"
+            )
+            return [0]
+        return list(range(visible))
+    ids = OmegaConf.to_container(setting) if OmegaConf.is_list(setting) else setting
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        ids = [ids]
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids)
+        or len(set(ids)) != len(ids)
+    ):
+        raise ConfigError(
+            f"hydra.launcher.devices={setting}: give auto (every visible GPU) or a list of "
+            "distinct device ids >= 0, e.g. [0,1,2,3]"
+        )
+    missing = [i for i in ids if i >= visible] if visible else []
+    if missing:
+        mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+        where = f" (CUDA_VISIBLE_DEVICES={mask})" if mask is not None else ""
+        raise ConfigError(
+            f"hydra.launcher.devices={ids}: device {missing[0]} is not visible; this machine "
+            f"shows {visible} GPU(s){where}, ids 0 to {visible - 1}"
+        )
+    return ids
+
+
+def cuda_mask(ids: list[int]) -> str:
+    """CUDA_VISIBLE_DEVICES for a trial on `ids`, through this process's own mask."""
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not mask:
+        return ",".join(map(str, ids))
+    entries = [e.strip() for e in mask.split(",")]
+    return ",".join(entries[i] if i < len(entries) else str(i) for i in ids)
+
+
+def uuids(ids: list[int], visible: int) -> list[str]:
+    """The GPUs' UUIDs (what nvidia-smi shows), empty on CPU."""
+    if not visible:
+        return []
+    import torch
+
+    return [str(torch.cuda.get_device_properties(i).uuid) for i in ids]
+
+
+def environment(ids: list[int], visible: int, cpu_threads: int | None) -> dict[str, str]:
+    """What a trial's process is started with: its devices, and on CPU its share of cores."""
+    env = {"CUDA_VISIBLE_DEVICES": cuda_mask(ids), IDS_ENV: ",".join(map(str, ids))}
+    found = uuids(ids, visible)
+    if found:
+        env[UUIDS_ENV] = ",".join(found)
+    if cpu_threads is not None:  # torch takes its intra-op threads from these at start
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpu_threads)
+    return env

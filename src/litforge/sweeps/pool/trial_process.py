@@ -1,0 +1,217 @@
+"""One job of the sweep as a process of its own: its command line, its start, its outcome.
+
+The process runs the project's entry script (train.py) as a single run in the job's
+directory, so Lightning can start the trial's own DDP ranks by re-running it. It reports
+its outcome through `litforge.job_return`; a process that dies without a word is judged
+by its exit status.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from litforge import job_return
+from litforge.errors import ConfigError, LitforgeError
+from litforge.launch.processes import LAUNCHER_PID
+
+# The sweep's own overrides, which the trial's single run must not repeat.
+_SWEEP_ONLY = (
+    "hydra.mode", "hydra/launcher", "hydra.launcher", "hydra.run.dir", "hydra.sweep.dir",
+    "hydra.job.num", "hydra.job.id", "hydra.callbacks.litforge_job_return",
+)  # fmt: skip
+_RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class TrialProcessDied(LitforgeError):
+    """The trial's process ended without reporting an outcome (killed, crashed)."""
+
+    interrupts = False  # counted as the trial's failure
+
+
+@dataclass
+class PoolJobReturn(JobReturn):
+    """Hydra's JobReturn plus the devices the trial ran on (trials.csv records them)."""
+
+    devices: list[int] = field(default_factory=list)
+    device_uuids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Job:
+    """One job: its number, its composed config, where it runs, what it needs."""
+
+    idx: int
+    overrides: list[str]
+    config: DictConfig
+    job_dir: Path
+    ranks: int
+
+    @classmethod
+    def compose(cls, idx: int, overrides: list[str], loader: Any, master: DictConfig) -> Job:
+        config = loader.load_sweep_config(master, list(overrides))
+        with open_dict(config):
+            config.hydra.job.id = idx
+            config.hydra.job.num = idx
+        job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+        with open_dict(config):
+            config.hydra.runtime.output_dir = str(job_dir.absolute())
+        return cls(idx, list(overrides), config, job_dir.absolute(), ranks_of(config, idx))
+
+    def command(self, sweep_dir: Path) -> list[str]:
+        """The trial's command line: the entry script, a single run in the job directory."""
+        hydra = self.config.hydra
+        carried = [o for o in hydra.overrides.hydra if not _key(o).startswith(_SWEEP_ONLY)]
+        argv = [*entry_script(), *hydra.overrides.task, *carried, "hydra.mode=RUN"]
+        argv += [
+            f"hydra.run.dir={_quoted(str(self.job_dir))}",
+            f"hydra.sweep.dir={_quoted(str(sweep_dir.absolute()))}",
+            f"hydra.job.num={self.idx}",
+            f"hydra.job.id={self.idx}",
+            f"++hydra.callbacks.litforge_job_return._target_={job_return.__name__}.WriteJobReturn",
+        ]
+        task_keys = {_key(o) for o in hydra.overrides.task}
+        if "run_name" in self.config and "run_name" not in task_keys:
+            # What the in-process job's checkpoint location is named after (multirun.job_name)
+            argv.append(f"run_name={_quoted(f'{sweep_dir.name}-{self.job_dir.name}')}")
+        return argv
+
+
+def ranks_of(config: DictConfig, idx: int) -> int:
+    """Devices one trial takes: its `trainer.devices` count (1 for auto, or without one)."""
+    devices = OmegaConf.select(config, "trainer.devices", default=1)
+    if devices in (None, "auto", -1, "-1"):
+        return 1
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ConfigError(
+            f"trainer.devices={devices} in job #{idx}: under hydra/launcher=gpus give a count "
+            "(trainer.devices=2); the launcher picks which devices each trial gets"
+        )
+    return devices
+
+
+def entry_script() -> list[str]:
+    """How this process was started, as Lightning re-runs it for its ranks."""
+    import __main__
+
+    spec = getattr(__main__, "__spec__", None)
+    if spec is not None and spec.name:
+        return [sys.executable, "-m", spec.name]
+    return [sys.executable, os.path.abspath(sys.argv[0])]
+
+
+def start(job: Job, sweep_dir: Path, env: dict[str, str], return_file: Path) -> subprocess.Popen:
+    """The trial's process, its output in the job directory's launcher.log; it gets SIGTERM
+    (checkpoint, then stop) if the sweep process dies."""
+    job.job_dir.mkdir(parents=True, exist_ok=True)
+    return_file.unlink(missing_ok=True)
+    environ = {k: v for k, v in os.environ.items() if k not in (*_RANK_ENV, LAUNCHER_PID)}
+    environ.update(env)
+    environ[job_return.ENV] = str(return_file)
+    with open(job.job_dir / "launcher.log", "ab") as out:
+        return subprocess.Popen(
+            job.command(sweep_dir),
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_sweep if sys.platform.startswith("linux") else None,
+        )
+
+
+def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
+            uuids: list[str]) -> PoolJobReturn:  # fmt: skip
+    """The job's JobReturn, from the file its process wrote, or else from its exit status."""
+    task_cfg = OmegaConf.masked_copy(job.config, [k for k in job.config if k != "hydra"])
+    ret = PoolJobReturn(
+        overrides=job.overrides, cfg=task_cfg, hydra_cfg=job.config,
+        working_dir=str(job.job_dir), task_name=str(job.config.hydra.job.name),
+        devices=devices, device_uuids=uuids,
+    )  # fmt: skip
+    record = _read(return_file)
+    if record is not None and record.get("status") == "completed":
+        ret.status, ret.return_value = JobStatus.COMPLETED, _number(record.get("value"))
+        return ret
+    ret.status = JobStatus.FAILED
+    if record is not None:
+        ret._return_value = _error(record)
+    else:
+        ret._return_value = TrialProcessDied(
+            f"the trial's process ended with {_exit_words(exit_code)} and no outcome "
+            f"(its output: {job.job_dir / 'launcher.log'})"
+        )
+    return ret
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    if isinstance(value, list):
+        return [_number(v) for v in value]
+    return value
+
+
+def _error(record: dict[str, Any]) -> BaseException:
+    """The trial's error, rebuilt as the sweep's outcome rules read it (its class's name,
+    its message; a litforge error's exit status and whether it only interrupted)."""
+    from litforge.sweeps import signals
+
+    message, name = str(record.get("message", "")), str(record.get("type", "Error"))
+    short = name.rsplit(".", 1)[-1]
+    if name == f"{signals.__name__}.NotStarted" and record.get("signum"):
+        return signals.NotStarted(int(record["signum"]))
+    if record.get("config_error"):
+        return type(short, (ConfigError,), {})(message)
+    if record.get("litforge"):
+        attrs = {"interrupts": bool(record.get("interrupts"))}
+        if record.get("exit_code") is not None:
+            attrs["exit_code"] = int(record["exit_code"])
+        return type(short, (LitforgeError,), attrs)(message)
+    return type(short, (Exception,), {})(message)
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def _die_with_sweep() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def _quoted(value: str) -> str:
+    """An override value as Hydra's grammar reads it back unchanged."""
+    if re.fullmatch(r"[\w./:@+-]+", value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
