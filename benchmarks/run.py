@@ -2,7 +2,7 @@
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
-                                             # checkpoint sweep loggers hooks
+                                             # checkpoint sweep pool loggers hooks
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
                                              # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
@@ -38,6 +38,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         memory,
         numerics_overhead,
         overhead,
+        pool_parallel,
         quality,
         startup,
         sweep_overhead,
@@ -59,6 +60,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "startup": lambda: startup.measure(min(repeats, 5)),
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
+        "pool": pool_parallel.measure,
         "loggers": lambda: logger_overhead.measure(min(repeats, 5)),
         "hooks": lambda: hook_costs.measure(3),
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than

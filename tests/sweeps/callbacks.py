@@ -68,3 +68,43 @@ class PauseAtLaterJobs(Callback):
         self.jobs += 1
         if self.jobs > 1:
             time.sleep(self.seconds)
+
+
+class SignalSweepWhenAllTrain(L.Callback):
+    """Under hydra/launcher=gpus: at step 3 each trial process waits for the other `trials`
+    to get there (marker files in the sweep directory); the last to arrive SIGTERMs their
+    parent, the sweep, once. So every trial is mid-training when the signal comes."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        run_dir = Path(trainer.default_root_dir)
+        sweep_dir, sent = run_dir.parent, run_dir.parent / "sweep-signalled"
+        if trainer.global_step != 3 or sent.exists():
+            return
+        (sweep_dir / f"training-{run_dir.name}").touch()
+        deadline = time.monotonic() + 300
+        while not sent.exists() and time.monotonic() < deadline:
+            if len(list(sweep_dir.glob("training-*"))) >= self.trials:
+                sent.touch()
+                os.kill(os.getppid(), signal.SIGTERM)
+                return
+            time.sleep(0.1)
+
+
+class RecordPeakMemory(L.Callback):
+    """Write the fit's start, end and CUDA peak (`torch.cuda.max_memory_allocated`) to
+    peak.json in the run directory."""
+
+    def on_fit_start(self, trainer: L.Trainer, *args: Any) -> None:
+        self.start = time.time()
+
+    def on_fit_end(self, trainer: L.Trainer, *args: Any) -> None:
+        import json
+
+        import torch
+
+        peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
+        record = {"start": self.start, "end": time.time(), "peak": peak}
+        (Path(trainer.default_root_dir) / "peak.json").write_text(json.dumps(record))

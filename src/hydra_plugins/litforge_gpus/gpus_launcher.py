@@ -50,8 +50,10 @@ class GpusLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
+        from litforge.exits import report_user_errors
         from litforge.sweeps.pool.launcher import launch
 
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
-        return launch(self.settings, loader, self.config, job_overrides, initial_job_idx)
+        with report_user_errors():  # bad settings: one line, before any trial starts
+            return launch(self.settings, loader, self.config, job_overrides, initial_job_idx)

@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_intermixed_args(argv)  # overrides before or after the options
     silence_known_upstream_warnings()
     with report_user_errors():
-        _print_budget(
-            args.overrides, args.compare, args.device_memory, args.attention, args.json
-        )
+        _print_budget(args.overrides, args.compare, args.device_memory, args.attention, args.json)
 
 
 def _print_budget(

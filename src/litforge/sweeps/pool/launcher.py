@@ -137,7 +137,7 @@ class _Pool:
             del self.running[n]
             self.capacity.give_back(ids, self.costs[n])
             uuids = pool_devices.uuids(ids, self.visible)
-            ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids)
+            ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids, self.signalled)
             self.returns[n] = ret
             if ret.status == JobStatus.COMPLETED:
                 log.info("trial job #%d finished: %s", self.jobs[n].idx, ret.return_value)

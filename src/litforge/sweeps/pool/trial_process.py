@@ -41,6 +41,11 @@ class TrialProcessDied(LitforgeError):
     interrupts = False  # counted as the trial's failure
 
 
+class TrialStoppedEarly(LitforgeError):
+    """The sweep passed a signal on to a trial that ended before it could say how (still
+    starting up): interrupted, not failed; the sweep's rerun runs it."""
+
+
 @dataclass
 class PoolJobReturn(JobReturn):
     """Hydra's JobReturn plus the devices the trial ran on (trials.csv records them)."""
@@ -134,8 +139,9 @@ def start(job: Job, sweep_dir: Path, env: dict[str, str], return_file: Path) -> 
 
 
 def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
-            uuids: list[str]) -> PoolJobReturn:  # fmt: skip
-    """The job's JobReturn, from the file its process wrote, or else from its exit status."""
+            uuids: list[str], signalled: int | None = None) -> PoolJobReturn:  # fmt: skip
+    """The job's JobReturn, from the file its process wrote, or else from its exit status
+    (`signalled`: the signal the sweep passed on to it, if any)."""
     task_cfg = OmegaConf.masked_copy(job.config, [k for k in job.config if k != "hydra"])
     ret = PoolJobReturn(
         overrides=job.overrides, cfg=task_cfg, hydra_cfg=job.config,
@@ -149,6 +155,11 @@ def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
     ret.status = JobStatus.FAILED
     if record is not None:
         ret._return_value = _error(record)
+    elif signalled is not None:
+        ret._return_value = TrialStoppedEarly(
+            f"{signal.Signals(signalled).name} from the sweep ended the trial's process "
+            f"({_exit_words(exit_code)}) before it reported an outcome"
+        )
     else:
         ret._return_value = TrialProcessDied(
             f"the trial's process ended with {_exit_words(exit_code)} and no outcome "
