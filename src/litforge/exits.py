@@ -17,8 +17,6 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from lightning.fabric.utilities.rank_zero import rank_zero_only
-
 from litforge.errors import LitforgeError
 
 # Set while a sweeper runs a trial: errors go back to it instead of ending the process.
@@ -69,7 +67,7 @@ def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
     try:
         yield
     except LitforgeError as err:
-        if run_dir is not None and rank_zero_only.rank == 0:
+        if run_dir is not None and _rank_zero():
             _remove_if_unused(run_dir)
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or _ERRORS_TO_CALLER.get():
             raise
@@ -99,8 +97,21 @@ def remove_unused_run_dir() -> None:
     process about to leave through os._exit, which skips report_user_errors)."""
     from hydra.core.hydra_config import HydraConfig
 
-    if rank_zero_only.rank == 0 and HydraConfig.initialized():
+    if _rank_zero() and HydraConfig.initialized():
         _remove_if_unused(Path(HydraConfig.get().runtime.output_dir))
+
+
+def _rank_zero() -> bool:
+    """Whether this is rank 0: Lightning's record once it is loaded (a strategy updates it),
+    else the launcher's environment as Lightning reads it. Not imported here: a sweep's
+    own process (hydra/launcher=gpus) never needs lightning, whose import takes seconds."""
+    lightning = sys.modules.get("lightning.fabric.utilities.rank_zero")
+    if lightning is not None:
+        return lightning.rank_zero_only.rank == 0
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if key in os.environ:
+            return int(os.environ[key]) == 0
+    return True
 
 
 # What Hydra and run_record write before anything is trained.

@@ -243,3 +243,31 @@ def test_per_device_auto_packs_small_trials_onto_one_card_within_its_memory(tmp_
     assert together >= 2, runs
     usable = torch.cuda.mem_get_info(0)[0]
     assert sum(sorted(r["peak"] for r in runs)[-together:]) < usable
+
+
+def test_trials_start_stagger_s_apart(tmp_path):
+    code, out = finish(plain_sweep(
+        tmp_path, "hydra.launcher.devices=[0,1]", "x=1,2", "sleep=1", "hydra.launcher.stagger_s=2"
+    ))  # fmt: skip
+    assert code == 0, out[-3000:]
+    first, second = sorted(s["start"] for s in jobs_seen(tmp_path))
+    assert second - first >= 2.0
+
+
+# Slow: two digits trials; make test covers a failing trial beside a completing one with the
+# plain app (test_a_trial_with_two_devices_gets_two_ids_and_a_failing_trial_fails_alone).
+@pytest.mark.slow
+def test_a_trial_stopped_by_a_nan_fails_with_its_reason_and_the_other_completes(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    code, out = finish(subprocess.Popen(
+        [sys.executable, "train.py", "-m", "debug=limit", "test=false", "hydra/launcher=gpus",
+         "hydra.launcher.devices=[0,1]", "hydra.launcher.stagger_s=0",
+         "+callbacks.poison._target_=tests.helpers.PoisonStep", "+callbacks.poison.step=1,1000",
+         f"hydra.sweep.dir={sweep_dir}"],
+        cwd=ROOT, env={**os.environ, "CI": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    ), timeout=600)  # fmt: skip
+    assert code != 0  # Hydra's basic sweeper ends on a failed job, after the batch
+    assert "trial job #0 ended: NumericsStop" in out or "ended: " in out, out[-3000:]
+    assert (sweep_dir / "1" / "metrics.json").exists()  # the other trial trained to the end
+    assert not (sweep_dir / "0" / "metrics.json").exists() or "nan" in out.lower()

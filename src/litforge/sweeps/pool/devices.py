@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -67,21 +71,45 @@ def cuda_mask(ids: list[int]) -> str:
     return ",".join(entries[i] if i < len(entries) else str(i) for i in ids)
 
 
-def uuids(ids: list[int], visible: int) -> list[str]:
-    """The GPUs' UUIDs (what nvidia-smi shows), empty on CPU."""
+@dataclass(frozen=True)
+class Cards:
+    """What the visible GPUs are: UUIDs and free bytes, by id (empty on CPU)."""
+
+    uuids: list[str] = field(default_factory=list)
+    free: list[int] = field(default_factory=list)
+
+
+_PROBE = (
+    "import json, torch\n"
+    "n = torch.cuda.device_count()\n"
+    "print(json.dumps([[str(torch.cuda.get_device_properties(i).uuid) for i in range(n)],"
+    " [torch.cuda.mem_get_info(i)[0] for i in range(n)]]))"
+)
+
+
+def probe(visible: int) -> Cards:
+    """The visible GPUs, asked in a process of its own: a CUDA context in the sweep process
+    would hold memory on every card for as long as the sweep runs."""
     if not visible:
-        return []
-    import torch
+        return Cards()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300
+    )
+    try:
+        uuids, free = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ConfigError(
+            f"hydra.launcher.devices: could not query the {visible} visible GPU(s): "
+            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}"
+        ) from None
+    return Cards(uuids, free)
 
-    return [str(torch.cuda.get_device_properties(i).uuid) for i in ids]
 
-
-def environment(ids: list[int], visible: int, cpu_threads: int | None) -> dict[str, str]:
+def environment(ids: list[int], cards: Cards, cpu_threads: int | None) -> dict[str, str]:
     """What a trial's process is started with: its devices, and on CPU its share of cores."""
     env = {"CUDA_VISIBLE_DEVICES": cuda_mask(ids), IDS_ENV: ",".join(map(str, ids))}
-    found = uuids(ids, visible)
-    if found:
-        env[UUIDS_ENV] = ",".join(found)
+    if cards.uuids:
+        env[UUIDS_ENV] = ",".join(cards.uuids[i] for i in ids)
     if cpu_threads is not None:  # torch takes its intra-op threads from these at start
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cpu_threads)
     return env

@@ -67,27 +67,24 @@ def launch(
                 f"trainer.devices={job.ranks} in job #{job.idx}, but hydra.launcher.devices "
                 f"has {len(ids)} ({ids}); give trainer.devices={len(ids)} or fewer, or more devices"
             )
+    cards = pool_devices.probe(visible)
     capacity, costs = packing.plan(
         settings.get("per_device", 1), float(settings.get("margin", 0.1)),
-        [j.config for j in jobs], ids, visible,
+        [j.config for j in jobs], ids, cards,
     )  # fmt: skip
     # On CPU (one trial process or rank per listed device at once) the trials split the
     # cores instead of each taking all of them.
     threads = None if visible else max(1, available_cores() // len(ids))
-    return _Pool(jobs, costs, Capacity(capacity), visible, threads, sweep_dir,
+    return _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir,
                  float(settings.get("stagger_s", 0.0))).run()  # fmt: skip
 
 
 class _Pool:
-    def __init__(self, jobs: list[Job], costs: list[float], capacity: Capacity, visible: int,
-                 threads: int | None, sweep_dir: Path, stagger_s: float) -> None:  # fmt: skip
-        self.jobs, self.costs, self.capacity = jobs, costs, capacity
-        self.visible, self.threads, self.sweep_dir, self.stagger_s = (
-            visible,
-            threads,
-            sweep_dir,
-            stagger_s,
-        )
+    def __init__(self, jobs: list[Job], costs: list[float], capacity: Capacity,
+                 cards: pool_devices.Cards, threads: int | None, sweep_dir: Path,
+                 stagger_s: float) -> None:  # fmt: skip
+        self.jobs, self.costs, self.capacity, self.cards = jobs, costs, capacity, cards
+        self.threads, self.sweep_dir, self.stagger_s = threads, sweep_dir, stagger_s
         self.returns: dict[int, JobReturn] = {}
         self.running: dict[int, tuple[subprocess.Popen, list[int]]] = {}
         self.signalled: int | None = None
@@ -122,7 +119,7 @@ class _Pool:
         ids = self.capacity.take(job.ranks, self.costs[n])
         if ids is None:
             return False
-        env = pool_devices.environment(ids, self.visible, self.threads)
+        env = pool_devices.environment(ids, self.cards, self.threads)
         process = start(job, self.sweep_dir, env, self._return_file(n))
         self.running[n] = (process, ids)
         log.info("trial job #%d started on device(s) %s (pid %d, output in %s)",
@@ -136,7 +133,7 @@ class _Pool:
                 continue
             del self.running[n]
             self.capacity.give_back(ids, self.costs[n])
-            uuids = pool_devices.uuids(ids, self.visible)
+            uuids = [self.cards.uuids[i] for i in ids] if self.cards.uuids else []
             ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids, self.signalled)
             self.returns[n] = ret
             if ret.status == JobStatus.COMPLETED:

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from litforge.errors import ConfigError
+from litforge.sweeps.pool.devices import Cards
 
 log = logging.getLogger("litforge")
 
@@ -38,13 +39,13 @@ def check(per_device: Any, margin: Any) -> None:
 
 
 def plan(
-    per_device: Any, margin: float, configs: Sequence[DictConfig], ids: list[int], visible: int
+    per_device: Any, margin: float, configs: Sequence[DictConfig], ids: list[int], cards: Cards
 ) -> tuple[dict[int, float], list[float]]:
     """(capacity per device, cost per job) for `Capacity`."""
     ones = [1.0] * len(configs)
     if per_device == 1:
         return dict.fromkeys(ids, 1.0), ones
-    if not visible:
+    if not cards.free:
         log.info("hydra.launcher.per_device=auto: no GPU, so one trial per device")
         return dict.fromkeys(ids, 1.0), ones
     needs: dict[str, int | None] = {}
@@ -56,9 +57,7 @@ def plan(
         costs.append(float(needs[key] or 0))
     if any(needs[_budget_key(c)] is None for c in configs):
         return dict.fromkeys(ids, 1.0), ones  # _need said why
-    import torch
-
-    usable = {i: torch.cuda.mem_get_info(i)[0] * (1 - margin) for i in ids}
+    usable = {i: cards.free[i] * (1 - margin) for i in ids}
     for need in sorted({int(c) for c in costs}):
         per_card = int(min(usable.values()) // need)
         if per_card < 1:
@@ -84,8 +83,8 @@ def _budget_key(cfg: DictConfig) -> str:
 def _need(cfg: DictConfig) -> int | None:
     """Peak bytes of one trial by the memory budget, or None (and why) when it cannot say.
 
-    Measured by `python -m litforge.budget --json` in a process of its own, on the card it
-    would train on: the sweep process itself holds no CUDA memory."""
+    Measured by `python -m litforge.budget --json` in a process of its own (on the first
+    visible card): the sweep process itself holds no CUDA memory."""
     if OmegaConf.select(cfg, "model._target_", default=None) is None:
         log.info("hydra.launcher.per_device=auto: no litforge model config, so one trial per card")
         return None

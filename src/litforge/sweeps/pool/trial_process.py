@@ -189,17 +189,18 @@ def _error(record: dict[str, Any]) -> BaseException:
     from litforge.sweeps import signals
 
     message, name = str(record.get("message", "")), str(record.get("type", "Error"))
-    short = name.rsplit(".", 1)[-1]
+    module, _, short = name.rpartition(".")
+    where = {"__module__": module or __name__}
     if name == f"{signals.__name__}.NotStarted" and record.get("signum"):
         return signals.NotStarted(int(record["signum"]))
     if record.get("config_error"):
-        return type(short, (ConfigError,), {})(message)
+        return type(short, (ConfigError,), where)(message)
     if record.get("litforge"):
-        attrs = {"interrupts": bool(record.get("interrupts"))}
+        attrs = {**where, "interrupts": bool(record.get("interrupts"))}
         if record.get("exit_code") is not None:
             attrs["exit_code"] = int(record["exit_code"])
         return type(short, (LitforgeError,), attrs)(message)
-    return type(short, (Exception,), {})(message)
+    return type(short, (Exception,), where)(message)
 
 
 def _exit_words(code: int) -> str:
