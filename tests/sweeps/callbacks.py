@@ -72,11 +72,12 @@ class PauseAtLaterJobs(Callback):
 
 class SignalSweepWhenAllTrain(L.Callback):
     """Under hydra/launcher=gpus: at step 3 each trial process waits for the other `trials`
-    to get there (marker files in the sweep directory); the last to arrive SIGTERMs their
-    parent, the sweep, once. So every trial is mid-training when the signal comes."""
+    to get there (marker files in the sweep directory); the last to arrive sends `signum`
+    (SIGTERM; 9 for a kill -9) to their parent, the sweep, once. So every trial is
+    mid-training when the signal comes."""
 
-    def __init__(self, trials: int) -> None:
-        self.trials = trials
+    def __init__(self, trials: int, signum: int = signal.SIGTERM) -> None:
+        self.trials, self.signum = trials, signum
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         run_dir = Path(trainer.default_root_dir)
@@ -88,7 +89,7 @@ class SignalSweepWhenAllTrain(L.Callback):
         while not sent.exists() and time.monotonic() < deadline:
             if len(list(sweep_dir.glob("training-*"))) >= self.trials:
                 sent.touch()
-                os.kill(os.getppid(), signal.SIGTERM)
+                os.kill(os.getppid(), self.signum)
                 return
             time.sleep(0.1)
 

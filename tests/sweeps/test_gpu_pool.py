@@ -271,3 +271,31 @@ def test_a_trial_stopped_by_a_nan_fails_with_its_reason_and_the_other_completes(
     assert "trial job #0 ended: NumericsStop" in out or "ended: " in out, out[-3000:]
     assert (sweep_dir / "1" / "metrics.json").exists()  # the other trial trained to the end
     assert not (sweep_dir / "0" / "metrics.json").exists() or "nan" in out.lower()
+
+
+# Slow: two sweeps of two digits trials; make test covers kill -9 leaving no process with
+# the plain app, the SIGTERM rerun resuming each trial, and a killed worker's trial being
+# retried with tests/sweeps/test_shared_study.py.
+@pytest.mark.slow
+def test_after_kill_9_of_the_sweep_the_rerun_resumes_each_trial_from_its_checkpoint(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    args = (
+        "hydra.launcher.devices=[0,1]", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.stale_s=3", "hydra.sweeper.heartbeat_s=1", "hydra.sweeper.pruner=none",
+        "+callbacks.signal._target_=tests.sweeps.callbacks.SignalSweepWhenAllTrain",
+        "+callbacks.signal.trials=2", "+callbacks.signal.signum=9",
+    )  # fmt: skip
+    code, out = finish(digits_sweep(sweep_dir, *args), timeout=600)
+    assert code == -9, out[-3000:]
+    deadline = time.monotonic() + 60  # the orphaned trials checkpoint on their SIGTERM, exit
+    logs = [sweep_dir / t / "train.log" for t in ("0", "1")]
+    while time.monotonic() < deadline and not all(
+        "saving a checkpoint" in p.read_text() for p in logs
+    ):
+        time.sleep(0.5)
+    time.sleep(4)  # past stale_s: their leases, renewed by the dead sweep, are stale
+    code, out = finish(digits_sweep(sweep_dir, *args), timeout=600)
+    assert code == 0, out[-3000:]
+    for log in logs:
+        text = log.read_text()
+        assert text.count("starting fresh") == 1 and "resuming from" in text, text[-2000:]
