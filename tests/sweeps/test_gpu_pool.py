@@ -149,6 +149,14 @@ def test_capacity_gives_distinct_devices_and_takes_them_back():
     assert packed.take(1, 4.0) == [0] and packed.take(1, 4.0) == [0] and packed.take(1, 4.0) is None
 
 
+def test_the_sweep_process_names_launch_constants_without_loading_lightning():
+    from litforge.launch import processes
+    from litforge.sweeps.pool import launcher, trial_process
+
+    assert trial_process.LAUNCHER_PID == processes.LAUNCHER_PID
+    assert launcher._cores() == available_cores()
+
+
 def test_settings_are_checked():
     check_settings({"per_device": "auto", "stagger_s": 0, "margin": 0.2})
     with pytest.raises(ConfigError, match="hydra.launcher.margin=1.5"):

@@ -22,7 +22,6 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig
 
 from litforge.errors import ConfigError
-from litforge.launch.processes import available_cores
 from litforge.sweeps.pool import devices as pool_devices
 from litforge.sweeps.pool import packing
 from litforge.sweeps.pool.capacity import Capacity
@@ -74,9 +73,15 @@ def launch(
     )  # fmt: skip
     # On CPU (one trial process or rank per listed device at once) the trials split the
     # cores instead of each taking all of them.
-    threads = None if visible else max(1, available_cores() // len(ids))
+    threads = None if visible else max(1, _cores() // len(ids))
     return _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir,
                  float(settings.get("stagger_s", 0.0))).run()  # fmt: skip
+
+
+def _cores() -> int:
+    """launch.processes.available_cores, not imported from there: that module loads
+    lightning, seconds the sweep process (which trains nothing) need not spend."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _Pool:

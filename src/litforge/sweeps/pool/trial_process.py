@@ -24,13 +24,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from litforge import job_return
 from litforge.errors import ConfigError, LitforgeError
-from litforge.launch.processes import LAUNCHER_PID
 
 # The sweep's own overrides, which the trial's single run must not repeat.
 _SWEEP_ONLY = (
     "hydra.mode", "hydra/launcher", "hydra.launcher", "hydra.run.dir", "hydra.sweep.dir",
     "hydra.job.num", "hydra.job.id", "hydra.callbacks.litforge_job_return",
 )  # fmt: skip
+# launch.processes.LAUNCHER_PID, not imported from there: that module loads lightning.
+LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
 _RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 

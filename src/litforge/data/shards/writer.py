@@ -1,0 +1,92 @@
+"""A dataset (map-style) or any iterator of samples -> shards at an fsspec URL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import fsspec
+import torch
+
+from litforge.data.shards import format as fmt
+from litforge.errors import ConfigError, redact_url
+
+
+def samples_of(data: Any) -> Iterator[Any]:
+    """A map-style dataset's samples in index order, or an iterable's in its order."""
+    if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
+        return (data[i] for i in range(len(data)))
+    return iter(data)
+
+
+def _owned(sample: Any) -> Any:
+    """The sample with each tensor copied out: a view would save its whole base storage."""
+    if isinstance(sample, torch.Tensor):
+        return sample.detach().clone().contiguous()
+    if isinstance(sample, tuple | list):
+        return type(sample)(_owned(s) for s in sample)
+    if isinstance(sample, dict):
+        return {k: _owned(v) for k, v in sample.items()}
+    return sample
+
+
+def write_shards(
+    data: Iterable[Any],
+    url: str,
+    *,
+    samples_per_shard: int = 4096,
+    samples_per_block: int = 64,
+    provides: str | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> fmt.Index:
+    """Write `data` (a map-style dataset or an iterable of samples) as shards at `url`;
+    the index goes last, so a reader never sees a half-written dataset."""
+    if samples_per_block < 1 or samples_per_shard < samples_per_block:
+        raise ConfigError(
+            f"samples_per_block={samples_per_block}, samples_per_shard={samples_per_shard}: "
+            "give samples_per_block >= 1 and samples_per_shard >= samples_per_block"
+        )
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    index_path = f"{root.rstrip('/')}/{fmt.INDEX}"
+    if fs.exists(index_path) and not overwrite:
+        raise ConfigError(
+            f"{redact_url(url)} already holds shards (its {fmt.INDEX}); pass overwrite"
+        )
+    fs.makedirs(root, exist_ok=True)
+    shards: list[fmt.ShardInfo] = []
+    blocks: list[bytes] = []
+    block: list[Any] = []
+    in_shard = 0
+
+    def flush_block() -> None:
+        nonlocal block
+        if block:
+            blocks.append(fmt.encode_block(block))
+            block = []
+
+    def flush_shard() -> None:
+        nonlocal blocks, in_shard
+        flush_block()
+        if not blocks:
+            return
+        name = f"shard-{len(shards):05d}.lfs"
+        data_bytes = fmt.encode_shard(blocks, in_shard)
+        fs.pipe_file(f"{root.rstrip('/')}/{name}", data_bytes)
+        shards.append(fmt.ShardInfo(name, in_shard, len(data_bytes)))
+        blocks, in_shard = [], 0
+
+    for sample in samples_of(data):
+        block.append(_owned(sample))
+        in_shard += 1
+        if len(block) == samples_per_block:
+            flush_block()
+        if in_shard == samples_per_shard:
+            flush_shard()
+    flush_shard()
+    if not shards:
+        raise ConfigError(f"nothing to write to {redact_url(url)}: the dataset has no samples")
+    index = fmt.Index(shards, samples_per_block, provides)
+    fs.pipe_file(index_path, json.dumps(index.to_json(), indent=1).encode())
+    return index
