@@ -35,6 +35,9 @@ _PUBLIC = {
     "warmup_cosine": "litforge.optim",
     "batch_size_of": "litforge.datamodule_facts",
     "TokenWindows": "litforge.data.windows",
+    "StreamDataModule": "litforge.data.shards.datamodule",
+    "ShardedDataset": "litforge.data.shards.reader",
+    "write_shards": "litforge.data.shards.writer",
     # the precision A/B experiment's callbacks (conf/experiment/precision_ab.yaml)
     "PrecisionProbe": "litforge.toolkit.precision_ab.probe",
     "PrecisionReport": "litforge.toolkit.precision_ab.experiment",

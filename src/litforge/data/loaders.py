@@ -17,6 +17,7 @@ def train_loader(
     num_workers: int,
     seed: int,
     shuffle: bool = True,
+    sampler: GlobalOrderSampler | None = None,
 ) -> StatefulDataLoader:
     """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
 
@@ -26,8 +27,10 @@ def train_loader(
     process: Lightning calls its `set_epoch` each epoch and, because the DataModule built
     it, leaves it alone under DDP (Lightning's own sampler wrapper does not resume to the
     same order). The `StatefulDataLoader` saves and restores the sampler's position.
+    `sampler`: another order with the same position rules (a sharded dataset's
+    `BlockOrderSampler`), built for this trainer's world.
     """
-    sampler = GlobalOrderSampler(
+    sampler = sampler or GlobalOrderSampler(
         len(dataset),  # type: ignore[arg-type]
         num_replicas=trainer.world_size,
         rank=trainer.global_rank,

@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import TensorDataset
 from typing_extensions import Unpack
 
-from litforge import ConfigError, LoaderArgs, SplitDataModule, at_least
+from litforge import ConfigError, LoaderArgs, SplitDataModule, StreamDataModule, at_least
 
 N_IMAGES = 1797  # len(sklearn.datasets.load_digits().target)
 
@@ -54,3 +54,9 @@ class DigitsDataModule(SplitDataModule):
         self.train_set = TensorDataset(images[train], labels[train])
         self.val_set = TensorDataset(images[val], labels[val])
         self.test_set = TensorDataset(images[test], labels[test])
+
+
+class DigitsStream(StreamDataModule):
+    """The digits splits streamed from shards (`litforge shards write data=digits --url URL`)."""
+
+    provides = "labelled images"
