@@ -230,7 +230,8 @@ def test_mfu_is_palms_with_checkpointing_and_hfu_counts_the_recomputation(make_c
 
 
 class _SlowData(torch.utils.data.Dataset):
-    """Each sample takes 50 ms to load: a data-bound run (its step computes for ~1 ms)."""
+    """Each sample takes 100 ms to load: a data-bound run (its step computes for ~1 ms, and
+    a first step on a loaded machine for a few hundred)."""
 
     def __len__(self) -> int:
         return 64
@@ -238,7 +239,7 @@ class _SlowData(torch.utils.data.Dataset):
     def __getitem__(self, i: int):
         import time
 
-        time.sleep(0.05)
+        time.sleep(0.1)
         return torch.randn(256), torch.tensor(i % 2)
 
 

@@ -20,12 +20,13 @@ def test_digits_streamed_from_a_bucket_train_as_in_memory(s3, tmp_path):
     write_digits("s3://litforge/digits")
     done = run_entry(
         "train.py", "data=digits_stream", "data.url=s3://litforge/digits",
-        f"data.cache_dir={tmp_path / 'cache'}", run_dir=tmp_path / "run", env=s3.env(),
+        f"data.cache_dir={tmp_path / 'cache'}", "trainer.max_epochs=6", "test=false",
+        run_dir=tmp_path / "run", env=s3.env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    # In memory the same recipe reaches 0.98; the streamed order differs, not the data.
-    assert metrics["val/acc"] >= 0.95, metrics
+    # In memory the same 6 epochs reach 0.97; the streamed order differs, not the data.
+    assert metrics["val/acc"] >= 0.9, metrics
     assert list((tmp_path / "cache").glob("*.blk"))  # the blocks went through the cache
 
 

@@ -116,8 +116,18 @@ def _alive(pid: int) -> bool:
     [
         ("trainer.devices=3", "trainer.devices=3 in job #0, but hydra.launcher.devices has 2"),
         ("hydra.launcher.per_device=2", "hydra.launcher.per_device=2: give 1"),
-        ("hydra.launcher.stagger_s=-1", "hydra.launcher.stagger_s=-1: give the seconds"),
-        ("hydra.launcher.devices=[0,0]", "hydra.launcher.devices=[0, 0]: give auto"),
+        # Slow for CI time; make test covers both checks in-process (test_settings_are_checked,
+        # test_a_device_that_is_not_visible_is_named_with_what_is) and the one-line path above.
+        pytest.param(
+            "hydra.launcher.stagger_s=-1",
+            "hydra.launcher.stagger_s=-1: give the seconds",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "hydra.launcher.devices=[0,0]",
+            "hydra.launcher.devices=[0, 0]: give auto",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_bad_launcher_input_is_one_line_before_any_trial(tmp_path, override, says):
@@ -132,6 +142,8 @@ def test_a_device_that_is_not_visible_is_named_with_what_is():
         pool_devices.resolve([0, 2], visible=2)
     assert pool_devices.resolve("auto", visible=3) == [0, 1, 2]
     assert pool_devices.resolve([5, 7], visible=0) == [5, 7]  # CPU: a list is taken as given
+    with pytest.raises(ConfigError, match=r"devices=\[0, 0\]: give auto .* distinct device ids"):
+        pool_devices.resolve([0, 0], visible=0)
 
 
 def test_a_trials_devices_go_through_the_sweeps_own_mask(monkeypatch):
@@ -161,6 +173,8 @@ def test_settings_are_checked():
     check_settings({"per_device": "auto", "stagger_s": 0, "margin": 0.2})
     with pytest.raises(ConfigError, match="hydra.launcher.margin=1.5"):
         check_settings({"margin": 1.5})
+    with pytest.raises(ConfigError, match="hydra.launcher.stagger_s=-1: give the seconds"):
+        check_settings({"stagger_s": -1})
 
 
 def digits_sweep(sweep_dir: Path, *args: str) -> subprocess.Popen:
