@@ -255,7 +255,9 @@ class Sweep:
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job (litforge.sweeps.outcomes); the first reason to stop wins."""
-        in_process = type(self.launcher).__name__ == "BasicLauncher"  # this machine's trials
+        # This machine's trials (in this process, or the device pool's processes): an
+        # interruption (a signal, a store outage) stops the sweep here too.
+        in_process = type(self.launcher).__name__ in ("BasicLauncher", "GpusLauncher")
         devices = getattr(result, "devices", None)  # hydra/launcher=gpus says where it ran
         if devices:
             uuids = getattr(result, "device_uuids", None) or []
