@@ -321,3 +321,25 @@ def test_after_kill_9_of_the_sweep_the_rerun_resumes_each_trial_from_its_checkpo
     for log in logs:
         text = log.read_text()
         assert text.count("starting fresh") == 1 and "resuming from" in text, text[-2000:]
+
+
+def test_a_trials_command_is_its_job_alone_with_a_checkpoint_key_of_its_own(tmp_path):
+    from omegaconf import OmegaConf
+
+    from litforge.sweeps.pool.trial_process import Job
+
+    config = OmegaConf.create({
+        "run_name": "mine",
+        "hydra": {"overrides": {
+            "task": ["run_name=mine", "model.optimizer.lr=0.01"],
+            "hydra": ["hydra/launcher=gpus", "hydra.launcher.devices=[0,1]",
+                      "hydra.sweeper.storage=/shared/s.journal", "hydra.sweep.subdir=3"],
+        }},
+    })  # fmt: skip
+    argv = Job(3, [], config, tmp_path / "sweep" / "3", 1).command(tmp_path / "sweep")
+    assert "model.optimizer.lr=0.01" in argv and "hydra.sweeper.storage=/shared/s.journal" in argv
+    assert "hydra.mode=RUN" in argv and f"hydra.run.dir={tmp_path / 'sweep' / '3'}" in argv
+    assert not any(
+        a.startswith(("hydra/launcher", "hydra.launcher", "run_name=mine")) for a in argv[:-1]
+    )
+    assert argv[-1] == "run_name=mine-3"  # each trial's checkpoints under a key of its own

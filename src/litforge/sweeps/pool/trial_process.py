@@ -80,7 +80,9 @@ class Job:
         """The trial's command line: the entry script, a single run in the job directory."""
         hydra = self.config.hydra
         carried = [o for o in hydra.overrides.hydra if not _key(o).startswith(_SWEEP_ONLY)]
-        argv = [*entry_script(), *hydra.overrides.task, *carried, "hydra.mode=RUN"]
+        named = "run_name" in self.config
+        task = [o for o in hydra.overrides.task if not (named and _key(o) == "run_name")]
+        argv = [*entry_script(), *task, *carried, "hydra.mode=RUN"]
         argv += [
             f"hydra.run.dir={_quoted(str(self.job_dir))}",
             f"hydra.sweep.dir={_quoted(str(sweep_dir.absolute()))}",
@@ -88,10 +90,11 @@ class Job:
             f"hydra.job.id={self.idx}",
             f"++hydra.callbacks.litforge_job_return._target_={job_return.__name__}.WriteJobReturn",
         ]
-        task_keys = {_key(o) for o in hydra.overrides.task}
-        if "run_name" in self.config and "run_name" not in task_keys:
-            # What the in-process job's checkpoint location is named after (multirun.job_name)
-            argv.append(f"run_name={_quoted(f'{sweep_dir.name}-{self.job_dir.name}')}")
+        if named:
+            # The in-process job's checkpoint key (multirun.job_name): each trial its own,
+            # also when the sweep was given one run_name.
+            base = self.config.get("run_name") or sweep_dir.name
+            argv.append(f"run_name={_quoted(f'{base}-{self.job_dir.name}')}")
         return argv
 
 
@@ -213,10 +216,15 @@ def _exit_words(code: int) -> str:
     return f"exit status {code}"
 
 
+# Loaded here, not in the forked child: between fork and exec the child only calls it.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+if _LIBC is not None:
+    _LIBC.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+
+
 def _die_with_sweep() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _key(override: str) -> str:
