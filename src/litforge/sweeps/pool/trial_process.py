@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -32,6 +33,7 @@ _SWEEP_ONLY = (
 )  # fmt: skip
 # launch.processes.LAUNCHER_PID, not imported from there: that module loads lightning.
 LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
+_PARSER = OverridesParser.create()
 _RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -228,7 +230,8 @@ def _die_with_sweep() -> None:
 
 
 def _key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
+    """The key or group an override sets, as Hydra's grammar reads it (`+a@b=c`, `~a`)."""
+    return _PARSER.parse_override(override).key_or_group
 
 
 def _quoted(value: str) -> str:
