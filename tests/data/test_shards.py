@@ -59,16 +59,23 @@ def test_shards_on_the_s3_server(s3):
     assert [data[i][1] for i in (0, 63, 64, 199)] == [0, 63, 64, 199]
 
 
-def test_the_order_is_a_permutation_by_shard_then_block_and_seeks(tmp_path):
-    counts = [50, 50, 20]
-    order = BlockOrder(counts, 8, seed=3, epoch=1, shuffle=True)
+def test_the_order_is_a_permutation_of_shard_groups_blocks_and_windows_and_seeks(tmp_path):
+    counts = [48, 48, 24]  # whole blocks of 8
+    order = BlockOrder(counts, 8, seed=3, epoch=1, shuffle=True, window=2, group=2)
     whole = list(order.from_position(0))
     assert sorted(whole) == list(range(120)) and whole != list(range(120))
-    for k in (0, 1, 7, 8, 49, 50, 63, 119):  # any position: the same tail
+    for k in (0, 1, 7, 8, 15, 16, 47, 48, 63, 95, 96, 119):  # any position: the same tail
         assert list(order.from_position(k)) == whole[k:]
-    runs = [whole[i : i + 8] for i in range(0, 48, 8)]  # in-block order is kept
-    assert any(r == list(range(r[0], r[0] + 8)) for r in runs)
+    first, second = order.groups  # two shards' blocks shuffled together, then the third
+    assert len(first) == 2 and len(second) == 1
+    split = sum(counts[s] for s in first)
+    in_first = {i for s in first for i in range(sum(counts[:s]), sum(counts[: s + 1]))}
+    assert set(whole[:split]) == in_first
+    window = whole[:16]  # two blocks' samples, shuffled together
+    assert len({x // 8 for x in window}) == 2  # (blocks: global index // 8)
+    assert window != sorted(window)
     assert list(BlockOrder(counts, 8, 3, 2, True).from_position(0)) != whole  # a new epoch
+    assert list(BlockOrder(counts, 8, 3, 1, False).from_position(0)) == list(range(120))
 
 
 @pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1), (1, 2)])

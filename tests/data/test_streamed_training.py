@@ -26,7 +26,7 @@ def test_digits_streamed_from_a_bucket_train_as_in_memory(s3, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     # In memory the same 6 epochs reach 0.97; the streamed order differs, not the data.
-    assert metrics["val/acc"] >= 0.9, metrics
+    assert metrics["val/acc"] >= 0.95, metrics
     assert list((tmp_path / "cache").glob("*.blk"))  # the blocks went through the cache
 
 

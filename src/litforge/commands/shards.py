@@ -51,12 +51,14 @@ def _write(args: argparse.Namespace) -> None:
     for stage in ("fit", "test"):
         datamodule.setup(stage)
     provides = getattr(type(datamodule), "provides", None)
+    # What a reader must match (TextStream checks its block_size against it).
+    meta = {"block_size": datamodule.block_size} if hasattr(datamodule, "block_size") else {}
     for split in SPLITS:
         dataset = getattr(datamodule, f"{split}_set", None)
         if dataset is None:
             raise ConfigError(f"data: {type(datamodule).__name__} has no {split}_set to write")
         index = write_shards(
-            dataset, f"{args.url.rstrip('/')}/{split}", provides=provides,
+            dataset, f"{args.url.rstrip('/')}/{split}", provides=provides, meta=meta,
             samples_per_shard=args.samples_per_shard, samples_per_block=args.samples_per_block,
             overwrite=args.overwrite,
         )  # fmt: skip

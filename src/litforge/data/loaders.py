@@ -18,6 +18,7 @@ def train_loader(
     seed: int,
     shuffle: bool = True,
     sampler: GlobalOrderSampler | None = None,
+    prefetch_factor: int | None = None,
 ) -> StatefulDataLoader:
     """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
 
@@ -28,7 +29,8 @@ def train_loader(
     it, leaves it alone under DDP (Lightning's own sampler wrapper does not resume to the
     same order). The `StatefulDataLoader` saves and restores the sampler's position.
     `sampler`: another order with the same position rules (a sharded dataset's
-    `BlockOrderSampler`), built for this trainer's world.
+    `BlockOrderSampler`), built for this trainer's world. `prefetch_factor`: batches
+    each worker reads ahead (None: PyTorch's 2; only with workers).
     """
     sampler = sampler or GlobalOrderSampler(
         len(dataset),  # type: ignore[arg-type]
@@ -46,6 +48,7 @@ def train_loader(
         sampler=sampler,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
+        prefetch_factor=prefetch_factor if num_workers > 0 else None,
     )
 
 

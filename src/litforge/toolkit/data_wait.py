@@ -75,9 +75,15 @@ class DataWait:
             "DataLoader has %s). Try data.num_workers=N (the CPU cores to spare), "
             "pin_memory=True and persistent_workers=True on the DataLoader, a larger "
             "prefetch_factor, or preparing the data once ahead of training "
-            "(callbacks.throughput.data_wait_warn=%g sets this threshold)",
-            100 * share, settings, self.warn_share,
+            "(callbacks.throughput.data_wait_warn=%g sets this threshold)%s",
+            100 * share, settings, self.warn_share, _dataset_advice(loader),
         )  # fmt: skip
+
+
+def _dataset_advice(loader: Any) -> str:
+    """What the dataset itself says to try (a streamed one names its knobs), if anything."""
+    advice = getattr(getattr(loader, "dataset", None), "stall_advice", None)
+    return f". {advice()}" if callable(advice) else ""
 
 
 def _seconds(a: Any, b: Any, cuda: bool) -> float:

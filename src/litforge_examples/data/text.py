@@ -11,7 +11,15 @@ from __future__ import annotations
 import torch
 from typing_extensions import Unpack
 
-from litforge import ConfigError, LoaderArgs, SplitDataModule, TokenWindows, at_least
+from litforge import (
+    ConfigError,
+    LoaderArgs,
+    SplitDataModule,
+    StreamDataModule,
+    TokenWindows,
+    at_least,
+)
+from litforge.data.shards.datamodule import StreamArgs
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
@@ -99,3 +107,26 @@ class TextDataModule(SplitDataModule):
         self.train_set = CharWindows(ids[:n_train], self.block_size)
         self.val_set = CharWindows(ids[n_train : n_train + n_val], self.block_size)
         self.test_set = CharWindows(ids[n_train + n_val :], self.block_size)
+
+
+class TextStream(StreamDataModule):
+    """The text splits streamed from shards (`litforge shards write data=text --url URL`):
+    windows of `block_size` characters, which must be the size they were written with."""
+
+    provides = "token windows"
+    encode = staticmethod(encode)
+    decode = staticmethod(decode)
+
+    def __init__(
+        self, url: str | None = None, block_size: int = 128, batch_size: int = 32,
+        **stream: Unpack[StreamArgs],
+    ) -> None:  # fmt: skip
+        super().__init__(url, batch_size, **stream)
+        written = self.split_streams["train"][0].index.extra.get("block_size")
+        if written is not None and written != block_size:
+            raise ConfigError(
+                f"data.block_size={block_size}, but the shards at {self.url} hold windows of "
+                f"{written}: set data.block_size={written}, or write them again with "
+                f"`litforge shards write data=text data.block_size={block_size} --url URL`"
+            )
+        self.block_size = block_size

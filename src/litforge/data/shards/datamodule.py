@@ -1,57 +1,177 @@
 """A DataModule over shards at `url/train`, `url/val` and `url/test` (what `litforge
-shards write` leaves), streamed: nothing is downloaded before the first step."""
+shards write` leaves), or over a weighted mixture of such directories, streamed: nothing
+is downloaded before the first step."""
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torch.utils.data import ConcatDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import Unpack
 
 from litforge.data.loaders import LoaderArgs, SplitDataModule, at_least, train_loader
-from litforge.data.shards.order import BlockOrderSampler
+from litforge.data.shards.audit import SampleIdLog
+from litforge.data.shards.mixture import MixtureDataset, MixtureSampler
+from litforge.data.shards.order import WINDOW, BlockOrderSampler, LazyOrderSampler
 from litforge.data.shards.reader import ShardedDataset
+from litforge.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 
 
+class StreamArgs(LoaderArgs, total=False):
+    """StreamDataModule's keyword arguments beside url and batch_size, for a subclass that
+    adds its own: `**stream: Unpack[StreamArgs]` (config validation checks them from here)."""
+
+    streams: list[Any] | None
+    epoch_samples: int | None
+    shuffle_window: int
+    cache_dir: str | None
+    cache_bytes: int
+    retries: int
+    prefetch_factor: int
+    record_ids: bool
+    storage_options: dict[str, Any] | None
+
+
+def parse_streams(url: str | None, streams: Sequence[Any] | None) -> list[tuple[str, float]]:
+    """`data.url` or `data.streams=[{url, weight}, ...]` as (url, weight) pairs, or one
+    line naming the key at fault."""
+    if (url is None) == (streams is None):
+        raise ConfigError(
+            "data: give data.url (one stream) or data.streams=[{url: ..., weight: ...}, ...] "
+            "(a weighted mixture), not both or neither"
+        )
+    if streams is None:
+        return [(str(url), 1.0)]
+    if isinstance(streams, str | Mapping) or not isinstance(streams, Sequence) or not streams:
+        raise ConfigError("data.streams must be a non-empty list of {url: ..., weight: ...}")
+    parsed = []
+    for i, stream in enumerate(streams):
+        key = f"data.streams[{i}]"
+        if not isinstance(stream, Mapping) or not isinstance(stream.get("url"), str):
+            raise ConfigError(f"{key}={stream!r} must be a mapping with a url (and a weight)")
+        if unknown := set(stream) - {"url", "weight"}:
+            raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: it takes url, weight")
+        weight = stream.get("weight", 1.0)
+        ok = isinstance(weight, numbers.Real) and not isinstance(weight, bool)
+        if not ok or not 0 < weight < float("inf"):
+            raise ConfigError(f"{key}.weight={weight!r} must be a positive number")
+        parsed.append((stream["url"], float(weight)))
+    return parsed
+
+
 class StreamDataModule(SplitDataModule):
     """url: the directory `litforge shards write` wrote (one shard directory per split);
+    streams: instead of url, several such directories drawn by weight (their val and test
+    splits are evaluated one after another);
+    epoch_samples: samples per training epoch of a mixture (None: every stream's size);
+    shuffle_window: blocks whose samples are shuffled together (`order`); each loader
+    process keeps as many decoded blocks in memory;
     cache_dir / cache_bytes: a local cache of fetched blocks, bounded (None: memory only);
-    retries: attempts per read after the first, with exponential backoff."""
+    retries: attempts per read after the first, with exponential backoff;
+    prefetch_factor: training batches each loader worker reads ahead;
+    record_ids: write the ids of the samples each rank trained on (`audit`)."""
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         batch_size: int = 64,
+        streams: list[Any] | None = None,
+        epoch_samples: int | None = None,
+        shuffle_window: int = WINDOW,
         cache_dir: str | None = None,
         cache_bytes: int = 1 << 30,
         retries: int = 5,
+        prefetch_factor: int = 2,
+        record_ids: bool = False,
         storage_options: dict[str, Any] | None = None,
         **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
         super().__init__(batch_size=batch_size, **loader)
-        at_least(cache_bytes=(cache_bytes, 0), retries=(retries, 0))
-        self.url = url.rstrip("/")
+        at_least(cache_bytes=(cache_bytes, 0), retries=(retries, 0),
+                 prefetch_factor=(prefetch_factor, 1), shuffle_window=(shuffle_window, 1))  # fmt: skip
+        self.shuffle_window = shuffle_window
+        self.prefetch_factor = prefetch_factor
+        if epoch_samples is not None:
+            at_least(epoch_samples=(epoch_samples, 1))
+        self.streams = parse_streams(url, streams)
+        self.url = self.streams[0][0].rstrip("/")
+        self.epoch_samples, self.record_ids = epoch_samples, record_ids
+        self._ids_log: SampleIdLog | None = None
+        self._sampler: LazyOrderSampler | None = None
+        self._audit_at = (0, 0)  # (sampler iteration, samples of it already recorded)
         # Opened here, so an unreachable URL or a missing index is one line before the
-        # Trainer is built; only the small index.json is read.
-        self.train_set, self.val_set, self.test_set = (
-            ShardedDataset(f"{self.url}/{split}", cache_dir, cache_bytes, retries,
-                           storage_options=storage_options)
-            for split in SPLITS
-        )  # fmt: skip
+        # Trainer is built; only the small index.json files are read.
+        splits: dict[str, list[ShardedDataset]] = {split: [] for split in SPLITS}
+        for stream_url, _ in self.streams:
+            for split in SPLITS:
+                splits[split].append(ShardedDataset(
+                    f"{stream_url.rstrip('/')}/{split}", cache_dir, cache_bytes, retries,
+                    storage_options=storage_options, memory_blocks=shuffle_window + 1,
+                ))  # fmt: skip
+        self.split_streams = splits
+        if len(self.streams) == 1:
+            self.train_set, self.val_set, self.test_set = (splits[s][0] for s in SPLITS)
+        else:
+            self.train_set = MixtureDataset(splits["train"])
+            self.val_set, self.test_set = (
+                ConcatDataset(splits["val"]),
+                ConcatDataset(splits["test"]),
+            )
 
     def setup(self, stage: str | None = None) -> None:
         """Nothing to load: blocks are read as the loaders ask for them."""
 
-    def train_dataloader(self) -> StatefulDataLoader:
+    def train_sampler(self) -> LazyOrderSampler:
+        """This trainer's rank's sampler over the training stream(s)."""
+        world, rank = self.trainer.world_size, self.trainer.global_rank
         data = self.train_set
+        if isinstance(data, MixtureDataset):
+            size = self.epoch_samples or len(data)
+            weights = [weight for _, weight in self.streams]
+            return MixtureSampler(data, weights, size, world, rank, self.shuffle_seed, self.shuffle,
+                                  self.shuffle_window)  # fmt: skip
         assert isinstance(data, ShardedDataset)
-        sampler = BlockOrderSampler(
-            data.counts, data.index.samples_per_block, self.trainer.world_size,
-            self.trainer.global_rank, self.shuffle_seed, self.shuffle,
-        )  # fmt: skip
+        if self.epoch_samples is not None:
+            raise ConfigError("data.epoch_samples is for a mixture (data.streams); one stream's "
+                              "epoch is its size")  # fmt: skip
+        return BlockOrderSampler(data.counts, data.index.samples_per_block, world, rank,
+                                 self.shuffle_seed, self.shuffle, self.shuffle_window)  # fmt: skip
+
+    def train_dataloader(self) -> StatefulDataLoader:
+        sampler = self._sampler = self.train_sampler()
+        if self.record_ids:
+            sampler.record = True
+            if self._ids_log is None:  # after the checkpoint's restore: global_step is its
+                self._ids_log = SampleIdLog(self.trainer.default_root_dir,
+                                            self.trainer.global_rank, self.trainer.world_size,
+                                            self.trainer.global_step)  # fmt: skip
         return train_loader(
-            data, self.trainer, self.batch_size, self.num_workers, self.shuffle_seed,
-            self.shuffle, sampler=sampler,
+            self.train_set, self.trainer, self.batch_size, self.num_workers, self.shuffle_seed,
+            self.shuffle, sampler=sampler, prefetch_factor=self.prefetch_factor,
         )  # fmt: skip
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Record the ids of a training batch as it goes to the model (the sampler ran
+        ahead of it by the loader's prefetch: the batch is the next `batch_size` of what it
+        yielded this iteration)."""
+        trainer, sampler = self.trainer, self._sampler
+        if self._ids_log is None or sampler is None or trainer is None or not trainer.training:
+            return batch
+        iteration, done = self._audit_at
+        if iteration != sampler.iteration:
+            iteration, done = sampler.iteration, 0
+        indices = sampler.yielded[done : done + self.batch_size]
+        self._audit_at = (iteration, done + len(indices))
+        locate = self.train_set.locate  # type: ignore[union-attr]
+        self._ids_log.append(trainer.global_step, trainer.current_epoch, map(locate, indices))
+        return batch
+
+    def teardown(self, stage: str | None = None) -> None:
+        if self._ids_log is not None:
+            self._ids_log.close()
+            self._ids_log = None

@@ -1,9 +1,14 @@
-"""The sample order of a sharded dataset: a permutation of its shards, then of the blocks
-inside each shard, seeded by (seed, epoch), drawn lazily from any position.
+"""The sample order of a sharded dataset, seeded by (seed, epoch), drawn lazily from any
+position: a permutation of the shards, then of the blocks of each group of `group`
+consecutive shards of it, then of the samples of each `window` consecutive blocks.
 
-Samples inside a block stay in order, so consecutive indices are one block read. The
-order is never materialized: a position is found through the shards' sizes (one pass
-over the shard list), so starting at 90% of an epoch costs what starting at 10% does.
+A reader keeps one window's blocks in memory and reads a few shards at a time, yet a batch
+mixes samples from all over a group. Measured on the char GPT (800 steps, val loss): a
+global shuffle 1.435; blocks in order within each shard 2.02; shuffled windows of 16 blocks
+within each shard 1.56 (an epoch went through the text shard by shard); shards grouped,
+windows of 16 blocks 1.53, of 64 blocks 1.434 (the default). The order is never materialized: a position is found through the groups'
+sizes, then the blocks of one group, so starting at 90% of an epoch costs what starting
+at 10% does.
 """
 
 from __future__ import annotations
@@ -12,12 +17,15 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 
 from litforge.data.global_order import GlobalOrderSampler
 
 _MASK = (1 << 63) - 1
+WINDOW = 64  # blocks whose samples are shuffled together (a reader's memory holds as many)
+GROUP = 8  # shards whose blocks are shuffled together
 
 
 def _perm(n: int, seed: int) -> list[int]:
@@ -25,53 +33,75 @@ def _perm(n: int, seed: int) -> list[int]:
 
 
 class BlockOrder:
-    """Epoch `epoch`'s order of the samples of shards with `counts` samples each."""
+    """Epoch `epoch`'s order of the samples of shards with `counts` samples each, `block`
+    samples per block."""
 
-    def __init__(self, counts: list[int], block: int, seed: int, epoch: int, shuffle: bool) -> None:
-        self.counts, self.block, self.shuffle = counts, block, shuffle
+    def __init__(self, counts: list[int], block: int, seed: int, epoch: int, shuffle: bool,
+                 window: int = WINDOW, group: int = GROUP) -> None:  # fmt: skip
+        self.counts, self.block, self.shuffle, self.window = counts, block, shuffle, window
         self.key = seed * 1_000_003 + epoch
         self.starts = list(itertools.accumulate([0, *counts]))  # shard -> first global index
-        self.shard_order = _perm(len(counts), self.key) if shuffle else list(range(len(counts)))
-        ordered = [counts[s] for s in self.shard_order]
-        self.position_starts = list(itertools.accumulate([0, *ordered]))  # slot -> position
+        order = _perm(len(counts), self.key) if shuffle else list(range(len(counts)))
+        self.groups = [order[g : g + group] for g in range(0, len(order), group)]
+        sizes = [sum(counts[s] for s in g) for g in self.groups]
+        self.group_starts = list(itertools.accumulate([0, *sizes]))  # group -> position
         self.size = self.starts[-1]
 
-    def blocks_of(self, shard: int) -> list[int]:
-        n = math.ceil(self.counts[shard] / self.block)
-        return _perm(n, self.key * 1_000_033 + shard) if self.shuffle else list(range(n))
+    def _blocks(self, g: int) -> list[tuple[int, int]]:
+        """Group `g`'s blocks as (first global index, samples), in their order."""
+        blocks = [
+            (self.starts[s] + b, min(self.block, self.counts[s] - b))
+            for s in self.groups[g] for b in range(0, self.counts[s], self.block)
+        ]  # fmt: skip
+        if self.shuffle:
+            blocks = [blocks[k] for k in _perm(len(blocks), self.key * 1_000_033 + g)]
+        return blocks
 
     def from_position(self, position: int) -> Iterator[int]:
         """Global sample indices of the order from `position` to the end."""
         if position >= self.size:
             return
-        slot = bisect.bisect_right(self.position_starts, position) - 1
-        offset = position - self.position_starts[slot]
-        for s in self.shard_order[slot:]:
-            blocks, count, first = self.blocks_of(s), self.counts[s], self.starts[s]
-            sizes = [min(self.block, count - b * self.block) for b in blocks]
-            for b, size in zip(blocks, sizes, strict=True):
+        at = bisect.bisect_right(self.group_starts, position) - 1
+        offset = position - self.group_starts[at]
+        for g in range(at, len(self.groups)):
+            blocks = self._blocks(g)
+            for w in range(0, len(blocks), self.window):
+                window = blocks[w : w + self.window]
+                size = sum(n for _, n in window)
                 if offset >= size:
                     offset -= size
                     continue
-                base = first + b * self.block
-                yield from range(base + offset, base + size)
+                indices = [i for first, n in window for i in range(first, first + n)]
+                if self.shuffle:
+                    seed = (self.key * 1_000_033 + g) * 7919 + w
+                    indices = [indices[k] for k in _perm(len(indices), seed)]
+                yield from indices[offset:]
                 offset = 0
 
 
-class BlockOrderSampler(GlobalOrderSampler):
-    """`GlobalOrderSampler`'s position, padding and rank striding over a `BlockOrder`
-    instead of one randperm of the whole dataset (which does not scale to 10^9 samples)."""
+class Order(Protocol):
+    """One epoch's order, readable from any position."""
 
-    def __init__(self, counts: list[int], block: int, num_replicas: int = 1, rank: int = 0,
-                 seed: int = 0, shuffle: bool = True) -> None:  # fmt: skip
-        super().__init__(sum(counts), num_replicas, rank, seed, shuffle)
-        self.counts, self.block = counts, block
+    size: int
+
+    def from_position(self, position: int) -> Iterator[int]: ...
+
+
+class LazyOrderSampler(GlobalOrderSampler):
+    """`GlobalOrderSampler`'s position, padding and rank striding over an order drawn lazily
+    from the position (`_order`), not one randperm of the whole dataset (which does not
+    scale to 10^9 samples).
+
+    With `record` set, each iteration's indices are kept in `yielded` (the sample-id audit,
+    `StreamDataModule(record_ids=True)`); `iteration` counts the iterations begun."""
+
+    record = False
+
+    def _order(self) -> Order:
+        raise NotImplementedError
 
     def order(self) -> list[int]:
         return list(self._order().from_position(0))
-
-    def _order(self) -> BlockOrder:
-        return BlockOrder(self.counts, self.block, self.seed, self.epoch, self.shuffle)
 
     def __iter__(self) -> Iterator[int]:
         order = self._order()
@@ -84,6 +114,23 @@ class BlockOrderSampler(GlobalOrderSampler):
             order.from_position(first), order.from_position(max(0, first - order.size))
         )
         self._yielded = 0
+        self.iteration = getattr(self, "iteration", 0) + 1
+        self.yielded: list[int] = []
         for index in itertools.islice(stream, 0, max(0, total - first), self.num_replicas):
             self._yielded += 1
+            if self.record:
+                self.yielded.append(index)
             yield index
+
+
+class BlockOrderSampler(LazyOrderSampler):
+    """The samples of shards with `counts` samples each, in `BlockOrder`."""
+
+    def __init__(self, counts: list[int], block: int, num_replicas: int = 1, rank: int = 0,
+                 seed: int = 0, shuffle: bool = True, window: int = WINDOW) -> None:  # fmt: skip
+        super().__init__(sum(counts), num_replicas, rank, seed, shuffle)
+        self.counts, self.block, self.window = counts, block, window
+
+    def _order(self) -> BlockOrder:
+        return BlockOrder(self.counts, self.block, self.seed, self.epoch, self.shuffle,
+                          self.window)  # fmt: skip

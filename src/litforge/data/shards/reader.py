@@ -24,13 +24,25 @@ from litforge.data.shards import format as fmt
 from litforge.data.shards.cache import BlockCache
 from litforge.errors import ConfigError, LitforgeError, redact_url
 
-MEMORY_BLOCKS = 8  # decoded blocks kept per process
-
 
 class DataStoreUnreachable(LitforgeError):
     """Reading the data store failed after every retry."""
 
     exit_code = 75
+
+
+def stall_advice(where: str, cache_dir: str | None, per_block: int) -> str:
+    cache = (
+        f"data.cache_dir={cache_dir} holds too little? raise data.cache_bytes"
+        if cache_dir
+        else "data.cache_dir=/local/disk (with data.cache_bytes) keeps fetched blocks for the "
+        "next epochs and a restart"
+    )
+    return (
+        f"The data is streamed from {where}: data.num_workers=N fetches blocks in parallel "
+        f"and data.prefetch_factor=K reads K batches ahead per worker; {cache}; fewer, larger "
+        f"reads: litforge shards write --samples-per-block (now {per_block})"
+    )
 
 
 class ShardedDataset(Dataset):
@@ -44,7 +56,9 @@ class ShardedDataset(Dataset):
         retries: int = 5,
         backoff_s: float = 0.5,
         storage_options: dict[str, Any] | None = None,
+        memory_blocks: int = 65,
     ) -> None:
+        self.memory_blocks = memory_blocks  # decoded blocks kept: a shuffle window's, and one
         self.url, self.cache_dir, self.cache_bytes = url, cache_dir, cache_bytes
         self.retries, self.backoff_s = retries, backoff_s
         self.storage_options = dict(storage_options or {})
@@ -118,6 +132,15 @@ class ShardedDataset(Dataset):
         per = self.index.samples_per_block
         return self._block(shard, within // per)[within % per]
 
+    def stall_advice(self) -> str:
+        """The streaming knobs, for the data-wait warning."""
+        return stall_advice(redact_url(self.url), self.cache_dir, self.index.samples_per_block)
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """Sample `index`'s shard (its URL, credentials cut) and place in that shard."""
+        shard = bisect.bisect_right(self.starts, index) - 1
+        return f"{redact_url(self.url)}/{self.index.shards[shard].name}", index - self.starts[shard]
+
     def _block(self, shard: int, block: int) -> list[Any]:
         key = (shard, block)
         if key in self._blocks:
@@ -126,7 +149,7 @@ class ShardedDataset(Dataset):
         data = self._block_bytes(shard, block)
         samples = fmt.decode_block(data)
         self._blocks[key] = samples
-        if len(self._blocks) > MEMORY_BLOCKS:
+        if len(self._blocks) > self.memory_blocks:
             self._blocks.popitem(last=False)
         return samples
 

@@ -38,11 +38,13 @@ def write_shards(
     samples_per_shard: int = 4096,
     samples_per_block: int = 64,
     provides: str | None = None,
+    meta: dict[str, Any] | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> fmt.Index:
     """Write `data` (a map-style dataset or an iterable of samples) as shards at `url`;
-    the index goes last, so a reader never sees a half-written dataset."""
+    the index goes last, so a reader never sees a half-written dataset. `meta`: JSON
+    values kept in the index for readers (e.g. the text windows' `block_size`)."""
     if samples_per_block < 1 or samples_per_shard < samples_per_block:
         raise ConfigError(
             f"samples_per_block={samples_per_block}, samples_per_shard={samples_per_shard}: "
@@ -87,6 +89,6 @@ def write_shards(
     flush_shard()
     if not shards:
         raise ConfigError(f"nothing to write to {redact_url(url)}: the dataset has no samples")
-    index = fmt.Index(shards, samples_per_block, provides)
+    index = fmt.Index(shards, samples_per_block, provides, dict(meta or {}))
     fs.pipe_file(index_path, json.dumps(index.to_json(), indent=1).encode())
     return index

@@ -1,0 +1,89 @@
+"""Weighted mixtures of sharded streams: the draw follows the weights, any position is
+reached without a replay, and a resume on another shape consumes each sample once."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from litforge.data.shards.datamodule import parse_streams
+from litforge.data.shards.mixture import MixtureDataset, MixtureSampler, apportion, schedule
+from litforge.data.shards.reader import ShardedDataset
+from litforge.data.shards.writer import write_shards
+from litforge.errors import ConfigError
+
+
+def mixture(tmp_path, sizes=(120, 45)) -> MixtureDataset:
+    streams = []
+    for k, n in enumerate(sizes):
+        url = str(tmp_path / f"s{k}")
+        write_shards([torch.tensor([k, i]) for i in range(n)], url, samples_per_shard=32,
+                     samples_per_block=8)  # fmt: skip
+        streams.append(ShardedDataset(url))
+    return MixtureDataset(streams)
+
+
+def test_the_schedule_follows_the_weights_evenly():
+    assert apportion([3, 1]) == [750, 250] and sum(apportion([1, 1, 1])) == 1000
+    assert apportion([1e-9, 1]) == [1, 999]  # a positive weight is never drawn zero times
+    turns = schedule([3, 1])
+    assert turns == [0, 0, 1, 0]  # stream 0 at 1/6, 1/2, 5/6; stream 1 at 1/2
+    assert max(len(run) for run in "".join(map(str, schedule(apportion([3, 1])))).split("1")) <= 3
+
+
+def test_a_mixture_draws_by_weight_and_seeks_any_position(tmp_path):
+    data = mixture(tmp_path)
+    sampler = MixtureSampler(data, [1.0, 1.0], epoch_samples=200, seed=4)
+    whole = sampler.order()
+    streams = Counter(int(data[i][0]) for i in whole)
+    assert streams == {0: 100, 1: 100}  # even weights: 45 samples of stream 1 go round twice+
+    ones = [int(data[i][1]) for i in whole if int(data[i][0]) == 1]
+    assert Counter(ones[:45]) == Counter(range(45)) == Counter(ones[45:90])  # once, then again
+    for position in (0, 1, 57, 199):
+        assert list(sampler._order().from_position(position)) == whole[position:]
+    sampler.set_epoch(1)  # stream 0 goes on with the 20 it had not given, then repeats
+    next_epoch = sampler.order()
+    zeros = [data.locate(i) for i in whole + next_epoch if int(data[i][0]) == 0]
+    assert len(set(zeros[:120])) == 120
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1), (1, 2)])
+def test_a_mixture_resumed_on_another_number_of_processes_consumes_each_once(
+    tmp_path, before, after
+):
+    data, batch = mixture(tmp_path), 4
+    weights = [2.0, 1.0]
+
+    def sampler(world: int, rank: int) -> MixtureSampler:
+        return MixtureSampler(data, weights, epoch_samples=165, num_replicas=world, rank=rank,
+                              seed=9)  # fmt: skip
+
+    samplers = [sampler(before, r) for r in range(before)]
+    iters = [iter(s) for s in samplers]
+    seen = [i for _ in range(6) for it in iters for i in [next(it) for _ in range(batch)]]
+    state = samplers[0].state_dict()
+    rest = []
+    for r in range(after):
+        resumed = sampler(after, r)
+        resumed.load_state_dict(state)
+        rest += list(resumed)
+    uninterrupted = Counter(sampler(1, 0).order())
+    got = Counter(seen + rest)
+    assert sum((got - uninterrupted).values()) < after  # only the padding of the last step
+    assert not uninterrupted - got  # nothing skipped
+
+
+def test_bad_streams_are_one_line_naming_the_key():
+    assert parse_streams("s3://b/x", None) == [("s3://b/x", 1.0)]
+    with pytest.raises(ConfigError, match=r"^data: give data.url .* not both or neither$"):
+        parse_streams("a", [{"url": "b"}])
+    with pytest.raises(ConfigError, match=r"^data.streams\[1\].weight=0 must be a positive"):
+        parse_streams(None, [{"url": "a", "weight": 2}, {"url": "b", "weight": 0}])
+    with pytest.raises(ConfigError, match=r"^data.streams\[0\].weight='x' must be a positive"):
+        parse_streams(None, [{"url": "a", "weight": "x"}])
+    with pytest.raises(ConfigError, match=r"^data.streams\[0\] has unknown keys \['wieght'\]"):
+        parse_streams(None, [{"url": "a", "wieght": 1}])
+    with pytest.raises(ConfigError, match=r"^data.streams\[0\]='a' must be a mapping"):
+        parse_streams(None, ["a"])
