@@ -29,6 +29,14 @@ class ConfigError(LitforgeError, ValueError):
     exit_code = 2
 
 
+# What to check when an object store refuses or does not answer (checkpoints and data).
+STORE_ADVICE = (
+    "Check the URL, that the bucket exists, and the credentials in the environment "
+    "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3-compatible stores; "
+    "GOOGLE_APPLICATION_CREDENTIALS for gs://; AZURE_STORAGE_CONNECTION_STRING for az://)"
+)
+
+
 def redact_url(url: str) -> str:
     """A URL without its user:password@ part, fit for a message: storage URLs may carry
     credentials."""

@@ -23,7 +23,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from litforge.checkpointing.direct_write import write_now
-from litforge.errors import ConfigError, redact_url
+from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
 
 MARKER_SUFFIX = ".complete"
@@ -195,9 +195,7 @@ class CheckpointStore:
                     "this user may write to (a path, or an fsspec URL such as s3://BUCKET/prefix)"
                 ) from err
             raise ConfigError(
-                f"checkpoint.dir={self}: cannot write there ({what}). Check the URL, that the "
-                "bucket exists, and the credentials in the environment (AWS_ACCESS_KEY_ID, "
-                "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3-compatible stores)"
+                f"checkpoint.dir={self}: cannot write there ({what}). {STORE_ADVICE}"
             ) from err
 
     def upload(self, local: Path, manifest: Manifest) -> None:

@@ -16,6 +16,10 @@ import tempfile
 from litforge.data.shards.datamodule import SPLITS
 from litforge.errors import ConfigError
 
+# Where a DataModule keeps each split after setup: litforge's SplitDataModule, then
+# lightning-hydra-template's names.
+DATASET_NAMES = {split: (f"{split}_set", f"data_{split}") for split in SPLITS}
+
 
 def main(argv: list[str] | None = None) -> None:
     from litforge.exits import report_user_errors, silence_known_upstream_warnings
@@ -54,9 +58,13 @@ def _write(args: argparse.Namespace) -> None:
     # What a reader must match (TextStream checks its block_size against it).
     meta = {"block_size": datamodule.block_size} if hasattr(datamodule, "block_size") else {}
     for split in SPLITS:
-        dataset = getattr(datamodule, f"{split}_set", None)
+        names = DATASET_NAMES[split]
+        dataset = next((d for n in names if (d := getattr(datamodule, n, None)) is not None), None)
         if dataset is None:
-            raise ConfigError(f"data: {type(datamodule).__name__} has no {split}_set to write")
+            raise ConfigError(
+                f"data: {type(datamodule).__name__} has no {' or '.join(names)} after setup "
+                "to write (a map-style dataset or an iterable of samples)"
+            )
         index = write_shards(
             dataset, f"{args.url.rstrip('/')}/{split}", provides=provides, meta=meta,
             samples_per_shard=args.samples_per_shard, samples_per_block=args.samples_per_block,

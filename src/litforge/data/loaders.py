@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import TypedDict
 
 from litforge.data.global_order import GlobalOrderSampler
+
+
+class ResumableLoader(StatefulDataLoader):
+    """A StatefulDataLoader whose saved state also loads into another number of workers.
+
+    torchdata keeps a multiprocess loader's state as one snapshot per worker and refuses
+    a state saved with another layout ("State doesn't contain key '_snapshot'", or a
+    worker-count assertion). litforge's datasets keep no state of their own: the sampler's
+    position is all there is. So across layouts only the sampler's state is loaded, and
+    the next iteration starts from that position.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        snapshot = state_dict.get("_snapshot")
+        main = snapshot["_main_snapshot"] if snapshot else state_dict
+        saved_workers = main.get("_num_workers", 0) if snapshot else 0
+        if saved_workers == self.num_workers:
+            super().load_state_dict(state_dict)
+            return
+        sampler_state = (main.get("_sampler_iter_state") or {}).get("sampler_state")
+        if sampler_state is None or not hasattr(self.sampler, "load_state_dict"):
+            super().load_state_dict(state_dict)  # torchdata says what does not fit
+            return
+        self.sampler.load_state_dict(sampler_state)
 
 
 def train_loader(
@@ -19,7 +45,7 @@ def train_loader(
     shuffle: bool = True,
     sampler: GlobalOrderSampler | None = None,
     prefetch_factor: int | None = None,
-) -> StatefulDataLoader:
+) -> ResumableLoader:
     """A resumable, shuffling loader whose order depends only on `seed` and the epoch.
 
     Reads `world_size`, `global_rank` and `current_epoch` from `trainer`. The sampler is
@@ -42,7 +68,7 @@ def train_loader(
     # A resumed run replays the saved position as soon as the loader is built, before
     # Lightning's own set_epoch call: the sampler must already hold the resumed epoch.
     sampler.set_epoch(trainer.current_epoch)
-    return StatefulDataLoader(
+    return ResumableLoader(
         dataset,
         batch_size=batch_size,
         sampler=sampler,

@@ -144,12 +144,7 @@ class StreamDataModule(SplitDataModule):
 
     def train_dataloader(self) -> StatefulDataLoader:
         sampler = self._sampler = self.train_sampler()
-        if self.record_ids:
-            sampler.record = True
-            if self._ids_log is None:  # after the checkpoint's restore: global_step is its
-                self._ids_log = SampleIdLog(self.trainer.default_root_dir,
-                                            self.trainer.global_rank, self.trainer.world_size,
-                                            self.trainer.global_step)  # fmt: skip
+        sampler.record = self.record_ids
         return train_loader(
             self.train_set, self.trainer, self.batch_size, self.num_workers, self.shuffle_seed,
             self.shuffle, sampler=sampler, prefetch_factor=self.prefetch_factor,
@@ -160,8 +155,13 @@ class StreamDataModule(SplitDataModule):
         ahead of it by the loader's prefetch: the batch is the next `batch_size` of what it
         yielded this iteration)."""
         trainer, sampler = self.trainer, self._sampler
-        if self._ids_log is None or sampler is None or trainer is None or not trainer.training:
+        if not self.record_ids or sampler is None or trainer is None or not trainer.training:
             return batch
+        if self._ids_log is None:
+            # At the first batch, not in train_dataloader: Lightning and litforge's checks
+            # build loaders before the checkpoint's step is restored too.
+            self._ids_log = SampleIdLog(trainer.default_root_dir, trainer.global_rank,
+                                        trainer.world_size, trainer.global_step)  # fmt: skip
         iteration, done = self._audit_at
         if iteration != sampler.iteration:
             iteration, done = sampler.iteration, 0

@@ -13,6 +13,7 @@ import bisect
 import hashlib
 import itertools
 import json
+import os
 import time
 from collections import OrderedDict
 from typing import Any
@@ -22,7 +23,8 @@ from torch.utils.data import Dataset
 
 from litforge.data.shards import format as fmt
 from litforge.data.shards.cache import BlockCache
-from litforge.errors import ConfigError, LitforgeError, redact_url
+from litforge.errors import STORE_ADVICE, ConfigError, LitforgeError, redact_url
+from litforge.extras import missing_extra
 
 
 class DataStoreUnreachable(LitforgeError):
@@ -63,6 +65,7 @@ class ShardedDataset(Dataset):
         self.retries, self.backoff_s = retries, backoff_s
         self.storage_options = dict(storage_options or {})
         self._fs: Any = None
+        self._fs_pid = 0
         self._headers: dict[int, list[int]] = {}
         self._blocks: OrderedDict[tuple[int, int], list[Any]] = OrderedDict()
         self._cache: BlockCache | None = None
@@ -78,26 +81,35 @@ class ShardedDataset(Dataset):
 
     @property
     def fs(self) -> Any:
-        if self._fs is None:
-            self._fs, self._root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        # One filesystem per process, never fsspec's shared instance: a forked loader
+        # worker inherits the parent's, and s3fs's event loop is not fork-safe.
+        if self._fs is None or self._fs_pid != os.getpid():
+            self._fs, self._root = fsspec.core.url_to_fs(
+                self.url, skip_instance_cache=True, **self.storage_options
+            )
+            self._fs_pid = os.getpid()
         return self._fs
 
     def _path(self, name: str) -> str:
         self.fs  # noqa: B018 - sets _root
         return f"{self._root.rstrip('/')}/{name}"
 
-    def _fetch(self, name: str, start: int | None = None, end: int | None = None) -> bytes:
-        for attempt in range(self.retries + 1):
+    def _fetch(self, name: str, start: int | None = None, end: int | None = None,
+               retries: int | None = None) -> bytes:  # fmt: skip
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             try:
                 return self.fs.cat_file(self._path(name), start=start, end=end)
             except FileNotFoundError:
                 raise
             except Exception as err:  # noqa: BLE001 - a store's errors have no common type
-                if attempt == self.retries:
+                refused = isinstance(err, PermissionError) or "credentials" in str(err).lower()
+                if attempt == retries or refused:  # a refusal does not pass with waiting
                     raise DataStoreUnreachable(
                         f"data.url={redact_url(self.url)}: reading {name} failed "
-                        f"{self.retries + 1} times ({type(err).__name__}: {err}); check the "
-                        "store is reachable; the same command resumes from the last checkpoint"
+                        f"{attempt + 1} time(s) ({type(err).__name__}: "
+                        f"{str(err).splitlines()[0] if str(err) else ''}); the same command "
+                        "resumes from the last checkpoint. " + STORE_ADVICE
                     ) from None
                 time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
@@ -105,14 +117,23 @@ class ShardedDataset(Dataset):
     def _read_index(self) -> fmt.Index:
         where = f"data.url={redact_url(self.url)}"
         try:
-            raw = self._fetch(fmt.INDEX)
+            # Before training: a short retry, so a wrong endpoint is one line in seconds.
+            raw = self._fetch(fmt.INDEX, retries=min(self.retries, 2))
         except FileNotFoundError:
             raise ConfigError(
                 f"{where}: no {fmt.INDEX} there: not a shard directory, or its writing did "
                 "not finish (write it with `litforge shards write`)"
             ) from None
         except DataStoreUnreachable as err:
-            raise ConfigError(str(err).split("; the same command")[0]) from None
+            raise ConfigError(str(err).replace("; the same command resumes from the last "
+                                               "checkpoint", "")) from None  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - an unknown protocol, a missing package
+            extra = missing_extra(err)
+            raise ConfigError(
+                f"{where}: {extra}" if extra else
+                f"{where} is not a usable URL ({type(err).__name__}: {err}). Give a local path "
+                "or an fsspec URL such as s3://bucket/prefix (needs s3fs), gs://... (gcsfs)"
+            ) from None  # fmt: skip
         try:
             record = json.loads(raw)
         except ValueError:
