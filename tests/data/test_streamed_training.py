@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+
+import pytest
 
 from litforge import write_shards
 from litforge_examples.data.digits import DigitsDataModule
@@ -88,3 +91,35 @@ def test_shards_written_with_wrong_credentials_or_endpoint_are_one_line(tmp_path
     )  # fmt: skip
     assert gone.returncode == 2, gone.stderr[-3000:]
     assert "error: data.url=s3://litforge/digits/train: reading index.json failed" in gone.stderr
+
+
+def test_a_store_outage_mid_epoch_stops_in_one_line_and_the_rerun_continues(
+    s3, tmp_path, make_cfg, caplog
+):
+    from litforge.data.shards.reader import DataStoreUnreachable
+    from litforge.training import train
+    from tests import helpers
+
+    write_digits("s3://litforge/digits")
+    args = ["data=digits_stream", "data.url=s3://litforge/digits", "data.retries=1",
+            "data.shuffle_window=1",  # one block per batch: every step reads the store
+            "trainer.max_steps=12", "checkpoint.every_n_train_steps=3", "test=false"]  # fmt: skip
+    helpers.CURRENT_S3 = s3
+    try:
+        outage = [
+            "+callbacks.outage._target_=tests.helpers.StoreOutage",
+            "+callbacks.outage.stop_at=7",
+        ]
+        with pytest.raises(DataStoreUnreachable, match=r"^data.url=s3://litforge/digits/train: "
+                           r"reading shard-00000.lfs failed 2 time\(s\)"):  # fmt: skip
+            train(make_cfg(*args, *outage))
+    finally:
+        helpers.CURRENT_S3 = None
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("*.ckpt"))
+    assert saved == ["step-00000003.ckpt", "step-00000006.ckpt"]
+    s3.start()  # back, and empty (moto keeps nothing): the data is written again
+    write_digits("s3://litforge/digits")
+    caplog.set_level(logging.INFO, logger="litforge")
+    assert train(make_cfg(*args))["global_step"] == 12
+    resumed = f"resuming from {tmp_path / 'run' / 'checkpoints' / 'step-00000006.ckpt'}"
+    assert resumed in [r.getMessage() for r in caplog.records]
