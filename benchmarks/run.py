@@ -2,7 +2,7 @@
 
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
-                                             # checkpoint sweep pool loggers hooks
+                                             # checkpoint sweep pool streaming loggers hooks
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
                                              # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
@@ -41,6 +41,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         pool_parallel,
         quality,
         startup,
+        streaming,
         sweep_overhead,
     )
 
@@ -61,6 +62,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "checkpoint": lambda: checkpoint_stall.measure(repeats),
         "sweep": sweep_overhead.measure,
         "pool": pool_parallel.measure,
+        "streaming": lambda: streaming.measure(repeats),
         "loggers": lambda: logger_overhead.measure(min(repeats, 5)),
         "hooks": lambda: hook_costs.measure(3),
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than

@@ -137,3 +137,34 @@ def test_a_store_that_goes_away_is_retried_then_one_line(tmp_path, s3):
     with pytest.raises(DataStoreUnreachable, match=r"failed 3 time\(s\)"):
         data._blocks.clear()
         data[25]
+
+
+def test_blocks_are_columns_when_samples_share_a_structure_and_lists_otherwise():
+    from litforge.data.shards.format import decode_block, encode_block
+
+    same = [(torch.randn(2, 3), torch.tensor(i), i, f"s{i}",
+             {"m": torch.arange(3, dtype=torch.bfloat16) + i}) for i in range(5)]  # fmt: skip
+    block = encode_block(same)
+    assert block[:4] == b"LFCB"  # JSON and raw bytes: nothing unpickled on load
+    for want, got in zip(same, decode_block(block), strict=True):
+        assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+        assert (want[2], want[3]) == (got[2], got[3]) and isinstance(got, tuple)
+        assert torch.equal(want[4]["m"], got[4]["m"]) and got[4]["m"].dtype == torch.bfloat16
+    pairs_ = [(torch.ones(2), 1), (torch.ones(2), 2)]
+    assert [y for _, y in decode_block(encode_block(pairs_))] == [1, 2]
+    ragged = [torch.zeros(2), torch.zeros(3)]  # shapes differ: the list, torch.save'd
+    assert encode_block(ragged)[:4] != b"LFCB"
+    assert [t.shape[0] for t in decode_block(encode_block(ragged))] == [2, 3]
+
+
+def test_the_data_wait_warning_names_the_streaming_knobs(tmp_path):
+    from torch.utils.data import DataLoader
+
+    from litforge.toolkit.data_wait import _dataset_advice
+
+    write_shards(pairs(10), str(tmp_path / "ds"), samples_per_block=5)
+    said = _dataset_advice(DataLoader(ShardedDataset(str(tmp_path / "ds"))))
+    assert f"streamed from {tmp_path / 'ds'}: data.num_workers=N" in said
+    for knob in ("data.prefetch_factor=K", "data.cache_dir=", "--samples-per-block (now 5)"):
+        assert knob in said
+    assert _dataset_advice(DataLoader(list(range(3)))) == ""  # in memory: nothing more to say
