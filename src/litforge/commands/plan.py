@@ -55,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="every card and count as JSON")
     parser.add_argument("--png", help="write cost against time to this PNG")
+    launch = parser.add_argument_group("a cloud job from the plan (docs/cloud.md)")
+    launch.add_argument("--launch", help="write a job file for this engine: skypilot")
+    launch.add_argument("--out", help="the job file to write (default: job.yaml)")
+    launch.add_argument("--bucket", help="checkpoint.dir of the job: s3://, gs://, az://")
+    launch.add_argument("--card", help="the card to launch on (default: the cheapest on spot)")
+    launch.add_argument("--count", type=int, help="cards per machine (default: the plan's)")
+    launch.add_argument("--nodes", type=int, default=1, help="machines (torchrun on each)")
     return parser
 
 
@@ -100,6 +107,10 @@ def _work(subject: Subject, effective_batch: int) -> search.Work:
 
 
 def _plan(args: argparse.Namespace) -> None:
+    if args.launch is not None:
+        from litforge.commands.plan_launch import check_launch
+
+        check_launch(args)
     cards, price_list = _check(args)
     measured = _measured_rates(args.matmul) if args.matmul else {}
     restarts = economics.from_run(args.from_run) if args.from_run else economics.estimated()
@@ -124,6 +135,11 @@ def _plan(args: argparse.Namespace) -> None:
             options.append(_option(card, count, found[0] if found else None, steps, price,
                                    args.mtbf, restarts, subject))  # fmt: skip
     currency = price_list.currency if price_list else "USD"
+    if args.launch is not None:
+        from litforge.commands.plan_launch import write_job
+
+        write_job(args, options, price_list)
+        return
     if args.png:
         table.write_png(options, Path(args.png), currency)
     if args.json:

@@ -1,0 +1,106 @@
+"""`litforge plan ... --launch skypilot --bucket URL [--out job.yaml]`: the plan's cheapest
+setting on spot (or `--card` / `--count`) as a SkyPilot managed-job file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from litforge.errors import ConfigError
+from litforge.launch.skypilot_task import ENGINES, Job, render, stable_run_name
+from litforge.toolkit.plan import prices
+from litforge.toolkit.plan.table import Option
+
+
+def check_launch(args: argparse.Namespace) -> None:
+    """Everything about the launch options that can be wrong, before the plan is worked out."""
+    from litforge.checkpointing.store import CheckpointStore
+
+    if args.launch not in ENGINES:
+        raise ConfigError(f"--launch {args.launch}: not an engine litforge writes jobs for "
+                          f"(one of: {', '.join(ENGINES)})")  # fmt: skip
+    if args.nodes < 1:
+        raise ConfigError(f"--nodes={args.nodes} must be a number of machines >= 1")
+    if args.count is not None and args.count < 1:
+        raise ConfigError(f"--count={args.count} must be a number of cards >= 1")
+    if not args.prices:
+        raise ConfigError("--launch needs --prices FILE: the job runs on spot, and the plan "
+                          "picks the card by its price (conf/prices.example.yaml)")  # fmt: skip
+    if not args.bucket:
+        raise ConfigError("--launch needs --bucket URL (s3://, gs://, az://): where the job's "
+                          "checkpoints go")  # fmt: skip
+    store = CheckpointStore(args.bucket, timeout_s=30)
+    if store.is_local:
+        raise ConfigError(
+            f"--bucket {args.bucket}: a local path, and a spot VM's disk does not survive "
+            "its preemption; give a bucket URL (s3://BUCKET/prefix, gs://..., az://...)"
+        )
+    store.check_access()  # credentials and bucket, in one line, before any plan
+    if args.card is not None:
+        listed = prices.load(args.prices).cards
+        if args.card not in listed:
+            raise ConfigError(f"--card {args.card!r} is not in --prices {args.prices} "
+                              f"(it lists: {', '.join(listed)})")  # fmt: skip
+        args.cards = args.card
+
+
+def _clouds(path: str) -> list[dict[str, str]]:
+    """The prices file's optional `clouds:` list ({cloud, region}) the job may run in."""
+    data: Any = yaml.safe_load(Path(path).read_text())
+    clouds = data.get("clouds") or []
+    if not isinstance(clouds, list) or not all(
+        isinstance(c, dict) and "cloud" in c for c in clouds
+    ):
+        raise ConfigError(f"--prices {path}: clouds must be a list of {{cloud: ..., region: ...}}")
+    return [{k: str(v) for k, v in c.items() if k in ("cloud", "region", "zone")} for c in clouds]
+
+
+def _pick(options: list[Option], args: argparse.Namespace) -> Option:
+    fitting = [o for o in options if o.setting is not None]
+    if args.count is not None:
+        fitting = [o for o in fitting if o.count == args.count]
+    priced = [o for o in fitting if o.spot_cost is not None]
+    if not priced:
+        what = (
+            f"{args.count} x {args.card or 'any card'}" if args.count else args.card or "any card"
+        )
+        raise ConfigError(f"no setting of the run fits {what} with a spot price and "
+                          f"mtbf_hours in --prices {args.prices}")  # fmt: skip
+    return min(priced, key=lambda o: (o.spot_cost, o.count))
+
+
+def write_job(args: argparse.Namespace, options: list[Option], price_list: Any) -> None:
+    option = _pick(options, args)
+    setting = option.setting
+    assert setting is not None and option.spot is not None
+    overrides = list(args.overrides) + setting.overrides(option.count).split()
+    if args.nodes > 1:  # the same effective batch over nodes x count processes
+        overrides = [o for o in overrides if not o.startswith(("trainer.accumulate_grad_batches=",
+                                                               "data.batch_size="))]  # fmt: skip
+        micro, accumulate = setting.micro_batch, setting.accumulate
+        if accumulate % args.nodes == 0:
+            accumulate //= args.nodes
+        elif micro % args.nodes == 0:
+            micro //= args.nodes
+        else:
+            raise ConfigError(
+                f"--nodes={args.nodes} divides neither the plan's micro-batch ({micro}) nor "
+                f"its gradient accumulation ({accumulate}) at the configured effective "
+                "batch: give --nodes a divisor of one, or another data.batch_size"
+            )
+        overrides += [f"data.batch_size={micro}", f"trainer.accumulate_grad_batches={accumulate}"]
+        if not any(o.startswith("trainer=") for o in overrides):
+            overrides.append("trainer=ddp")
+    job = Job(overrides, option.card, option.count, args.nodes, args.bucket.rstrip("/"),
+              stable_run_name(list(args.overrides)), option.spot.every_n_train_steps,
+              _clouds(args.prices))  # fmt: skip
+    out = Path(args.out or "job.yaml")
+    out.write_text(render(job))
+    print(f"wrote {out}: {args.nodes} x {option.count} x {option.card} on spot, "
+          f"{setting.brief(option.count)}, checkpoint every {option.spot.every_n_train_steps} steps to "
+          f"{job.bucket}/{job.run_name}; launch with: sky jobs launch {out}")  # fmt: skip
+    sys.stdout.flush()

@@ -1,0 +1,186 @@
+"""`litforge plan --launch skypilot`: the job file from the plan, and what SkyPilot does
+on recovery, simulated here: run its `run:` command as written, kill -9 it mid-run, run it
+again on an empty "machine", and end bitwise where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from litforge.commands.plan import main as plan
+from tests.checkpointing.test_resume_exact import assert_bitwise_equal
+from tests.helpers import ROOT
+
+PRICES = """cards:
+  H100: {on_demand: 2.99, spot: 1.60, mtbf_hours: 6}
+  L4:   {on_demand: 0.80, spot: 0.30, mtbf_hours: 24}
+  T4:   {on_demand: 0.35}
+clouds:
+  - {cloud: aws, region: us-east-1}
+  - {cloud: gcp}
+"""
+RUN = ["trainer.max_steps=12", "checkpoint.every_n_train_steps=4", "test=false",
+       "trainer.deterministic=true", "run_name=digits-spot"]  # fmt: skip
+
+
+def write_job(tmp_path: Path, *extra: str) -> dict:
+    (tmp_path / "prices.yaml").write_text(PRICES)
+    plan([*RUN, "--launch", "skypilot", "--bucket", "s3://litforge/jobs", "--prices",
+          str(tmp_path / "prices.yaml"), "--out", str(tmp_path / "job.yaml"), *extra])  # fmt: skip
+    return yaml.safe_load((tmp_path / "job.yaml").read_text())
+
+
+def test_the_job_file_holds_resources_run_name_bucket_and_recovery(s3, tmp_path, capsys):
+    job = write_job(tmp_path)
+    resources = job["resources"]
+    assert resources["accelerators"] == "L4:1"  # the cheapest on spot for a digits run
+    assert resources["use_spot"] is True
+    assert resources["any_of"] == [{"cloud": "aws", "region": "us-east-1"}, {"cloud": "gcp"}]
+    recovery = resources["job_recovery"]
+    assert recovery["max_restarts_on_errors"] == 0  # a config error, NaN or OOM: not again
+    assert recovery["recover_on_exit_codes"] == [75, 130, 143] and 137 not in recovery.values()
+    assert job["setup"].startswith("make install")
+    run = job["run"]
+    assert run.startswith(".venv/bin/python train.py ") and "run_name=digits-spot" in run
+    assert "checkpoint.dir=s3://litforge/jobs" in run and "trainer.devices=1" in run
+    assert "checkpoint.every_n_train_steps=4" in run  # the user's interval wins the plan's
+    text = (tmp_path / "job.yaml").read_text()
+    assert "#    66: not recovered" in text and "#   143: recovered" in text
+    assert "wrote " in capsys.readouterr().out
+
+
+def test_several_nodes_start_torchrun_from_skypilots_node_variables(s3, tmp_path):
+    job = write_job(tmp_path, "--nodes", "2", "--card", "H100", "--count", "4")
+    assert job["num_nodes"] == 2 and job["resources"]["accelerators"] == "H100:4"
+    run = job["run"]
+    for part in ("--nnodes=$SKYPILOT_NUM_NODES", "--node_rank=$SKYPILOT_NODE_RANK",
+                 "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE", "trainer.num_nodes=2",
+                 'head -n1'):  # fmt: skip
+        assert part in run
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--launch", "k8s"], "error: --launch k8s: not an engine litforge writes jobs for"),
+        (["--launch", "skypilot", "--nodes", "0"], "error: --nodes=0 must be a number of machines"),
+        (
+            ["--launch", "skypilot", "--prices", "P", "--bucket", "/tmp/ckpt"],
+            "error: --bucket /tmp/ckpt: a local path, and a spot VM's disk does not survive",
+        ),
+        (
+            ["--launch", "skypilot", "--prices", "P", "--bucket", "s3://no-such-bucket/x"],
+            "error: checkpoint.dir=s3://no-such-bucket/x: cannot write there",
+        ),
+        (
+            [
+                "--launch",
+                "skypilot",
+                "--prices",
+                "P",
+                "--bucket",
+                "s3://litforge/x",
+                "--card",
+                "A10",
+            ],
+            "error: --card 'A10' is not in --prices",
+        ),
+    ],  # fmt: skip
+)
+def test_bad_launch_input_is_one_line(s3, tmp_path, capsys, extra, said):
+    (tmp_path / "prices.yaml").write_text(PRICES)
+    extra = [str(tmp_path / "prices.yaml") if e == "P" else e for e in extra]
+    with pytest.raises(SystemExit) as stop:
+        plan(extra)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+
+
+def machine(tmp_path: Path, name: str) -> Path:
+    """An empty working directory holding the project (what SkyPilot syncs), no outputs."""
+    vm = tmp_path / name
+    vm.mkdir()
+    for part in (".venv", "train.py", "conf", "src"):
+        (vm / part).symlink_to(ROOT / part)
+    return vm
+
+
+def run_as_written(command: str, vm: Path, env: dict, kill_after: str | None = None, s3=None):
+    process = subprocess.Popen(["bash", "-c", command], cwd=vm, env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    if kill_after is None:
+        out, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, out[-3000:]
+        return out
+    deadline = time.monotonic() + 300
+    while kill_after not in s3.keys(prefix="jobs/"):  # a checkpoint is in the bucket
+        assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)  # the VM is gone
+    process.wait()
+    return None
+
+
+def load(s3, key: str) -> dict:
+    import fsspec
+
+    data = fsspec.filesystem("s3").cat_file(f"litforge/{key}")
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+# Slow: three training runs; make test covers the job file itself above, and resuming from
+# the bucket in a new run directory in tests/checkpointing/test_s3_runs.py.
+@pytest.mark.slow
+def test_a_relaunched_job_resumes_from_the_bucket_and_ends_bitwise(s3, tmp_path):
+    run = write_job(tmp_path)["run"]
+    env = {**os.environ, **s3.env(), "PYTHONUNBUFFERED": "1"}
+    reference = run.replace("run_name=digits-spot", "run_name=reference")
+    run_as_written(reference, machine(tmp_path, "vm0"), env)
+    run_as_written(run, machine(tmp_path, "vm1"), env,
+                   kill_after="jobs/digits-spot/step-00000004.ckpt.complete", s3=s3)  # fmt: skip
+    assert "jobs/digits-spot/step-00000012.ckpt" not in s3.keys(prefix="jobs/")
+    said = run_as_written(run, machine(tmp_path, "vm2"), env)  # a new VM, an empty disk
+    assert "resuming from s3://litforge/jobs/digits-spot/step-0000000" in said
+    expected = load(s3, "jobs/reference/step-00000012.ckpt")
+    got = load(s3, "jobs/digits-spot/step-00000012.ckpt")
+    assert_bitwise_equal(expected["state_dict"], got["state_dict"], "state_dict")
+    assert_bitwise_equal(expected["optimizer_states"], got["optimizer_states"], "optimizer")
+
+
+# Slow: installs SkyPilot into a venv of its own (~40 s). It cannot share the project's:
+# skypilot 0.14 pins click<8.2, wandb 0.31 and huggingface-hub 2.4 need click>=8.2.
+@pytest.mark.slow
+def test_skypilots_own_task_parser_reads_the_job_file(s3, tmp_path):
+    write_job(tmp_path, "--nodes", "2", "--card", "H100", "--count", "4")
+    venv = tmp_path / "sky-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "skypilot==0.14.1"],
+                   check=True, timeout=600, capture_output=True)  # fmt: skip
+    parse = (
+        "import json, sys, sky\n"
+        "task = sky.Task.from_yaml(sys.argv[1])\n"
+        "r = sorted(task.resources, key=lambda r: str(r.cloud))\n"
+        "print(json.dumps({'name': task.name, 'nodes': task.num_nodes, 'run': task.run,\n"
+        "  'accelerators': [x.accelerators for x in r], 'spot': [x.use_spot for x in r],\n"
+        "  'clouds': [str(x.cloud) for x in r], 'recovery': r[0].job_recovery}))\n"
+    )
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", parse, str(tmp_path / "job.yaml")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    task = json.loads(done.stdout.strip().splitlines()[-1])
+    assert task["name"] == "litforge-digits-spot" and task["nodes"] == 2
+    assert task["accelerators"] == [{"H100": 4}, {"H100": 4}] and task["spot"] == [True, True]
+    assert task["clouds"] == ["AWS", "GCP"]
+    assert task["recovery"]["recover_on_exit_codes"] == [75, 130, 143]
+    assert "checkpoint.dir=s3://litforge/jobs" in task["run"]
