@@ -105,15 +105,22 @@ def test_a_run_records_what_plan_reads(make_cfg, tmp_path, capsys):
     train(cfg)
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert 0 < record["checkpoint_save_s"] < 60 and record["restart_s"] > 0
+    phases = record["restart_phases_s"]
+    assert list(phases) == ["start_to_trainer", "data_ready", "restore",
+                            "sanity_check", "to_first_step", "first_step", "compile"]  # fmt: skip
+    before_step = sum(phases[k] for k in list(phases)[:5])
+    assert before_step == pytest.approx(record["restart_s"], abs=0.01)
+    assert phases["start_to_trainer"] > 0 and phases["first_step"] > 0
     found = economics.from_run(tmp_path / "run")
-    assert (found.save_s, found.restart_s) == (record["checkpoint_save_s"], record["restart_s"])
+    restart = record["restart_s"] + phases["compile"]  # full speed once the first step is done
+    assert (found.save_s, found.restart_s) == (record["checkpoint_save_s"], restart)
     capsys.readouterr()
     planned = run_plan(capsys, "--cards", "L4", "--prices", str(PRICES),
                        "--from-run", str(tmp_path / "run"))  # fmt: skip
     assert planned["restarts"].startswith("measured save and restart in ")
     first = planned["options"][0]
     expected = economics.spot(first["total_s"], first["setting"]["step_s"],
-                              record["checkpoint_save_s"], record["restart_s"], 24 * 3600)  # fmt: skip
+                              record["checkpoint_save_s"], restart, 24 * 3600)  # fmt: skip
     assert first["spot"]["wall_s"] == pytest.approx(expected.wall_s)
 
 

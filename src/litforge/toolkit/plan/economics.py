@@ -62,8 +62,11 @@ def from_run(run_dir: str | Path) -> Restarts:
         )
     if not isinstance(save, (int, float)):
         save = None
+    # Training is back at full speed once its first step is done: the compile on the first
+    # step is part of what a preemption costs.
+    compiling = (record.get("restart_phases_s") or {}).get("compile", 0.0)
     what = "save and restart" if save is not None else "restart (no save yet: save estimated)"
-    return Restarts(save, float(restart), f"measured {what} in {path}")
+    return Restarts(save, float(restart) + float(compiling), f"measured {what} in {path}")
 
 
 def save_seconds(restarts: Restarts, checkpoint_bytes: int) -> float:
