@@ -87,3 +87,31 @@ def test_bad_streams_are_one_line_naming_the_key():
         parse_streams(None, [{"url": "a", "wieght": 1}])
     with pytest.raises(ConfigError, match=r"^data.streams\[0\]='a' must be a mapping"):
         parse_streams(None, ["a"])
+
+
+def test_a_stream_datamodule_says_what_does_not_fit_before_training(tmp_path):
+    from litforge.data.shards.datamodule import StreamDataModule
+    from litforge_examples.data.text import TextStream, TokenWindows
+
+    ids = torch.arange(1000) % 128
+    for split in ("train", "val", "test"):
+        write_shards(TokenWindows(ids, 16), str(tmp_path / "text" / split),
+                     provides="token windows", meta={"block_size": 16})  # fmt: skip
+    assert TextStream(str(tmp_path / "text"), block_size=16).block_size == 16
+    with pytest.raises(ConfigError, match=r"^data.block_size=32, but the shards at .* hold "
+                       r"windows of 16: set data.block_size=16"):  # fmt: skip
+        TextStream(str(tmp_path / "text"), block_size=32)
+    with pytest.raises(ConfigError, match=r"^data.epoch_samples=10 is for a mixture"):
+        StreamDataModule(str(tmp_path / "text"), epoch_samples=10)
+
+
+def test_stream_args_list_every_keyword_of_the_stream_datamodule():
+    import inspect
+
+    from litforge.data.shards.datamodule import StreamArgs, StreamDataModule
+
+    params = set(inspect.signature(StreamDataModule.__init__).parameters) - {"self", "loader"}
+    assert set(StreamArgs.__annotations__) | {"shuffle_seed", "shuffle", "num_workers"} >= (
+        params - {"url", "batch_size"}
+    )
+    assert set(StreamArgs.__annotations__) <= params

@@ -99,6 +99,11 @@ class StreamDataModule(SplitDataModule):
         if epoch_samples is not None:
             at_least(epoch_samples=(epoch_samples, 1))
         self.streams = parse_streams(url, streams)
+        if epoch_samples is not None and len(self.streams) == 1:
+            raise ConfigError(
+                f"data.epoch_samples={epoch_samples} is for a mixture (data.streams); one "
+                "stream's epoch is its size"
+            )
         self.url = self.streams[0][0].rstrip("/")
         self.epoch_samples, self.record_ids = epoch_samples, record_ids
         self._ids_log: SampleIdLog | None = None
@@ -136,9 +141,6 @@ class StreamDataModule(SplitDataModule):
             return MixtureSampler(data, weights, size, world, rank, self.shuffle_seed, self.shuffle,
                                   self.shuffle_window)  # fmt: skip
         assert isinstance(data, ShardedDataset)
-        if self.epoch_samples is not None:
-            raise ConfigError("data.epoch_samples is for a mixture (data.streams); one stream's "
-                              "epoch is its size")  # fmt: skip
         return BlockOrderSampler(data.counts, data.index.samples_per_block, world, rank,
                                  self.shuffle_seed, self.shuffle, self.shuffle_window)  # fmt: skip
 
