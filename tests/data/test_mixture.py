@@ -108,10 +108,9 @@ def test_a_stream_datamodule_says_what_does_not_fit_before_training(tmp_path):
 def test_stream_args_list_every_keyword_of_the_stream_datamodule():
     import inspect
 
+    from litforge.data.loaders import LoaderArgs
     from litforge.data.shards.datamodule import StreamArgs, StreamDataModule
 
-    params = set(inspect.signature(StreamDataModule.__init__).parameters) - {"self", "loader"}
-    assert set(StreamArgs.__annotations__) | {"shuffle_seed", "shuffle", "num_workers"} >= (
-        params - {"url", "batch_size"}
-    )
-    assert set(StreamArgs.__annotations__) <= params
+    params = set(inspect.signature(StreamDataModule.__init__).parameters)
+    own = set(StreamArgs.__annotations__) - set(LoaderArgs.__annotations__)
+    assert own == params - {"self", "url", "batch_size", "loader"}
