@@ -32,7 +32,7 @@ def test_the_groups_the_readme_promises_exist():
 )
 def test_every_option_composes_and_passes_checks(make_cfg, override):
     # Token models need token data: those come as pairs.
-    pairs = {"model=gpt": "gpt_char", "data=text": "gpt_char",
+    pairs = {"model=gpt": "gpt_char", "data=text": "gpt_char", "data=text_stream": "gpt_char",
              "model=hf_causal_lm": "hf_finetune", "data=hf_text": "hf_finetune"}  # fmt: skip
     base = [f"experiment={pairs[override]}"] if override in pairs else []
     cfg = make_cfg(*base, override)

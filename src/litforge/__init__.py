@@ -36,6 +36,7 @@ _PUBLIC = {
     "batch_size_of": "litforge.datamodule_facts",
     "TokenWindows": "litforge.data.windows",
     "StreamDataModule": "litforge.data.shards.datamodule",
+    "StreamArgs": "litforge.data.shards.datamodule",
     "ShardedDataset": "litforge.data.shards.reader",
     "write_shards": "litforge.data.shards.writer",
     # the precision A/B experiment's callbacks (conf/experiment/precision_ab.yaml)

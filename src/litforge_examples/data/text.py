@@ -15,11 +15,11 @@ from litforge import (
     ConfigError,
     LoaderArgs,
     SplitDataModule,
+    StreamArgs,
     StreamDataModule,
     TokenWindows,
     at_least,
 )
-from litforge.data.shards.datamodule import StreamArgs
 
 VOCAB_SIZE = 128
 _ASCII_LOOKALIKES = str.maketrans(
