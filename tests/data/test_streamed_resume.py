@@ -65,10 +65,11 @@ def digits_on_s3(s3):
     return s3.env()
 
 
-# One stream is slow for CI time: the mixture case reads through the same stream code.
-@pytest.mark.parametrize(
-    "stream", [pytest.param(ONE, marks=pytest.mark.slow), TWO], ids=["one stream", "a mixture"]
-)
+# Slow: four training runs (a minute); make test covers its parts: the loader's state
+# across worker counts and the audit's cut-back in tests/data/test_audit_and_loader.py, the
+# samplers' positions on any shape in test_shards.py and test_mixture.py.
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", [ONE, TWO], ids=["one stream", "a mixture"])
 def test_workers_0_2_1_killed_and_resumed_is_the_uninterrupted_run_bitwise(
     tmp_path, digits_on_s3, stream
 ):
