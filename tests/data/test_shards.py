@@ -168,3 +168,32 @@ def test_the_data_wait_warning_names_the_streaming_knobs(tmp_path):
     for knob in ("data.prefetch_factor=K", "data.cache_dir=", "--samples-per-block (now 5)"):
         assert knob in said
     assert _dataset_advice(DataLoader(list(range(3)))) == ""  # in memory: nothing more to say
+
+
+def test_writing_where_the_credentials_are_refused_is_one_line_before_encoding(
+    tmp_path, monkeypatch
+):
+    import fsspec
+
+    from tests.s3server import S3Server
+
+    server = S3Server(tmp_path, require_auth=True)  # moto checks signatures
+    server.start()
+    try:
+        for key, value in server.env(secret="wrong").items():
+            monkeypatch.setenv(key, value)
+        fsspec.filesystem("s3").clear_instance_cache()
+        encoded = []
+
+        def samples():
+            for i in range(3):
+                encoded.append(i)
+                yield torch.zeros(2)
+
+        with pytest.raises(ConfigError, match=r"^s3://litforge/x: cannot write there .*"
+                           r"AWS_SECRET_ACCESS_KEY"):  # fmt: skip
+            write_shards(samples(), "s3://litforge/x")
+        assert encoded == []
+    finally:
+        server.stop()
+        fsspec.filesystem("s3").clear_instance_cache()

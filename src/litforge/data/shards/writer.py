@@ -10,7 +10,8 @@ import fsspec
 import torch
 
 from litforge.data.shards import format as fmt
-from litforge.errors import ConfigError, redact_url
+from litforge.errors import STORE_ADVICE, ConfigError, redact_url
+from litforge.extras import missing_extra
 
 
 def samples_of(data: Any) -> Iterator[Any]:
@@ -29,6 +30,32 @@ def _owned(sample: Any) -> Any:
     if isinstance(sample, dict):
         return {k: _owned(v) for k, v in sample.items()}
     return sample
+
+
+def _writable(url: str, options: dict[str, Any], overwrite: bool) -> tuple[Any, str, str]:
+    """The filesystem, root and index path at `url`, after a test write: a refused
+    credential or a missing bucket is one line before the first shard is encoded."""
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **options)
+        index_path = f"{root.rstrip('/')}/{fmt.INDEX}"
+        exists = fs.exists(index_path)
+        if not exists:
+            fs.makedirs(root, exist_ok=True)
+            fs.pipe_file(index_path + ".write-test", b"ok")
+            fs.rm_file(index_path + ".write-test")
+    except Exception as err:  # noqa: BLE001 - each backend raises its own types
+        extra = missing_extra(err)
+        if extra:
+            raise ConfigError(f"{redact_url(url)}: {extra}") from None
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ConfigError(
+            f"{redact_url(url)}: cannot write there ({type(err).__name__}: {first}). {STORE_ADVICE}"
+        ) from None
+    if exists and not overwrite:
+        raise ConfigError(
+            f"{redact_url(url)} already holds shards (its {fmt.INDEX}); pass overwrite"
+        )
+    return fs, root, index_path
 
 
 def write_shards(
@@ -50,13 +77,7 @@ def write_shards(
             f"samples_per_block={samples_per_block}, samples_per_shard={samples_per_shard}: "
             "give samples_per_block >= 1 and samples_per_shard >= samples_per_block"
         )
-    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    index_path = f"{root.rstrip('/')}/{fmt.INDEX}"
-    if fs.exists(index_path) and not overwrite:
-        raise ConfigError(
-            f"{redact_url(url)} already holds shards (its {fmt.INDEX}); pass overwrite"
-        )
-    fs.makedirs(root, exist_ok=True)
+    fs, root, index_path = _writable(url, storage_options or {}, overwrite)
     shards: list[fmt.ShardInfo] = []
     blocks: list[bytes] = []
     block: list[Any] = []
