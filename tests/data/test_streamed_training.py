@@ -68,6 +68,10 @@ def test_a_plain_user_datamodule_written_to_shards_trains_its_model_from_them(s3
     assert metrics["val/acc"] >= 0.9, metrics  # its in-memory run: 0.94 in 6 epochs
 
 
+# Slow for CI time: make test covers refused credentials in one line before any shard is
+# encoded (test_shards.py::test_writing_where_the_credentials_are_refused_...), and a read
+# that fails after its retries (test_a_store_that_goes_away_is_retried_then_one_line).
+@pytest.mark.slow
 def test_shards_written_with_wrong_credentials_or_endpoint_are_one_line(tmp_path):
     from tests.s3server import S3Server
 

@@ -191,6 +191,10 @@ def digits_sweep(sweep_dir: Path, *args: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
+# Slow for CI time: make test covers the launcher and its trials' processes under a signal
+# in test_kill_9_of_the_sweep_leaves_no_trial_process_behind; the slow tier's kill -9 rerun
+# also resumes each trial from its checkpoint.
+@pytest.mark.slow
 def test_sigterm_reaches_every_trial_and_the_rerun_resumes_each_from_its_checkpoint(tmp_path):
     sweep_dir = tmp_path / "sweep"
     args = (
