@@ -12,6 +12,24 @@ from litforge.cli import compose
 
 
 @pytest.fixture
+def s3_wrong_secret(tmp_path_factory, monkeypatch):
+    """A moto S3 server that checks signatures, with the environment's secret wrong: every
+    request is refused as bad credentials would be."""
+    import fsspec
+
+    from tests.s3server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("moto-auth"), require_auth=True)
+    server.start()
+    for key, value in server.env(secret="wrong").items():
+        monkeypatch.setenv(key, value)
+    fsspec.filesystem("s3").clear_instance_cache()
+    yield server
+    server.stop()
+    fsspec.filesystem("s3").clear_instance_cache()
+
+
+@pytest.fixture
 def s3(tmp_path_factory, monkeypatch):
     """A fresh moto S3 server with bucket `litforge`; the AWS_* environment points at it."""
     from tests.s3server import S3Server

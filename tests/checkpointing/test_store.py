@@ -141,21 +141,9 @@ def test_missing_credentials_are_caught_at_start(s3, monkeypatch):
         CheckpointStore("s3://litforge/x").check_access()
 
 
-def test_wrong_credentials_are_caught_at_start(tmp_path, monkeypatch):
-    from tests.s3server import S3Server
-
-    server = S3Server(tmp_path, require_auth=True)  # moto checks signatures
-    server.start()
-    try:
-        for key, value in server.env(secret="wrong").items():
-            monkeypatch.setenv(key, value)
-        import fsspec
-
-        fsspec.filesystem("s3").clear_instance_cache()
-        with pytest.raises(ConfigError, match=r"checkpoint.dir=s3://litforge/x: cannot"):
-            CheckpointStore("s3://litforge/x").check_access()
-    finally:
-        server.stop()
+def test_wrong_credentials_are_caught_at_start(s3_wrong_secret):
+    with pytest.raises(ConfigError, match=r"checkpoint.dir=s3://litforge/x: cannot"):
+        CheckpointStore("s3://litforge/x").check_access()
 
 
 def test_a_marker_written_while_a_save_is_open_lands_at_once(store, tmp_path):

@@ -171,29 +171,16 @@ def test_the_data_wait_warning_names_the_streaming_knobs(tmp_path):
 
 
 def test_writing_where_the_credentials_are_refused_is_one_line_before_encoding(
-    tmp_path, monkeypatch
+    s3_wrong_secret,
 ):
-    import fsspec
+    encoded = []
 
-    from tests.s3server import S3Server
+    def samples():
+        for i in range(3):
+            encoded.append(i)
+            yield torch.zeros(2)
 
-    server = S3Server(tmp_path, require_auth=True)  # moto checks signatures
-    server.start()
-    try:
-        for key, value in server.env(secret="wrong").items():
-            monkeypatch.setenv(key, value)
-        fsspec.filesystem("s3").clear_instance_cache()
-        encoded = []
-
-        def samples():
-            for i in range(3):
-                encoded.append(i)
-                yield torch.zeros(2)
-
-        with pytest.raises(ConfigError, match=r"^s3://litforge/x: cannot write there .*"
-                           r"AWS_SECRET_ACCESS_KEY"):  # fmt: skip
-            write_shards(samples(), "s3://litforge/x")
-        assert encoded == []
-    finally:
-        server.stop()
-        fsspec.filesystem("s3").clear_instance_cache()
+    with pytest.raises(ConfigError, match=r"^s3://litforge/x: cannot write there .*"
+                       r"AWS_SECRET_ACCESS_KEY"):  # fmt: skip
+        write_shards(samples(), "s3://litforge/x")
+    assert encoded == []
