@@ -3,6 +3,7 @@
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
                                              # checkpoint sweep pool streaming loggers hooks
+                                             # restart
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
                                              # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
@@ -43,6 +44,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         startup,
         streaming,
         sweep_overhead,
+        warm_restart,
     )
 
     return {
@@ -65,6 +67,9 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "streaming": lambda: streaming.measure(repeats),
         "loggers": lambda: logger_overhead.measure(min(repeats, 5)),
         "hooks": lambda: hook_costs.measure(3),
+        # Three train.py processes that compile (about 2 minutes): one trio, as the figure
+        # is a ratio of several in wall time (compiling runs in worker processes).
+        "restart": lambda: warm_restart.measure(1),
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than
         # numerics' A/B ratio; distributed starts ~20 processes (90 s); compile compiles.
         "distributed": lambda: distributed.measure(min(repeats, 3)),

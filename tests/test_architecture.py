@@ -135,6 +135,14 @@ def test_importing_litforge_loads_nothing_else():
     assert "torch" not in loaded and "lightning" not in loaded
 
 
+def test_the_optuna_sweeper_of_a_plain_hydra_app_loads_no_lightning():
+    # A plain Hydra app's sweep imported Lightning through the run lock (~8 s a start).
+    loaded = _loaded_by(
+        "import hydra_plugins.litforge_optuna.optuna_sweeper, litforge.sweeps.sweep"
+    )
+    assert "lightning" not in loaded and "torch" not in loaded
+
+
 def test_the_entry_point_module_loads_no_capability_until_a_run():
     ours = {m for m in _loaded_by("import litforge.cli") if m.startswith("litforge")}
     # `compose()` in a notebook: the foundation, the config search and the resolvers only.

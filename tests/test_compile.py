@@ -50,6 +50,9 @@ def test_a_compiled_run_evaluates_and_resumes_uncompiled_and_back(make_cfg, tmp_
     assert again["global_step"] == 8
 
 
+# Slow for CI time: make test keeps compiling in place (the tests above) and FSDP's sharded
+# runs and checkpoints (tests/e2e/test_fsdp.py).
+@pytest.mark.slow
 def test_compiled_under_fsdp_after_sharding(tmp_path):
     # A subprocess: an FSDP process group in the test process would hold its port.
     result = run_entry("train.py", *TINY_GPT, *SHORT, *COMPILED, "trainer=fsdp",

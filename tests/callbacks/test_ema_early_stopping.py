@@ -19,6 +19,10 @@ EMA_RUN = ["callbacks=[default,ema]", "callbacks.ema.decay=0.9", "trainer.max_st
            "trainer.deterministic=true", "test=false"]  # fmt: skip
 
 
+# Slow for CI time (three train.py processes): make test keeps the average in the checkpoint
+# and eval.py using it (test_eval_uses_the_average), and a kill -9 resumed bitwise
+# (tests/checkpointing/test_resume_exact.py's GPT case).
+@pytest.mark.slow
 def test_ema_checkpoints_hold_the_average_and_resume_exactly(tmp_path):
     reference = run_entry("train.py", *EMA_RUN, run_dir=tmp_path / "reference")
     assert reference.returncode == 0, reference.stderr[-3000:]

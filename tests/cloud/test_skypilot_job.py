@@ -158,6 +158,70 @@ def test_a_relaunched_job_resumes_from_the_bucket_and_ends_bitwise(s3, tmp_path)
     assert_bitwise_equal(expected["optimizer_states"], got["optimizer_states"], "optimizer")
 
 
+def node_env(env: dict, rank: int, port: int) -> dict:
+    """What SkyPilot sets on node `rank` of a two-node job of one GPU each (both nodes are
+    this machine), plus the rendezvous port the `run:` command reads (a free one here)."""
+    return {**env, "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1", "SKYPILOT_NODE_RANK": str(rank),
+            "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "1", "MASTER_PORT": str(port)}  # fmt: skip
+
+
+def run_nodes(command: str, vms: list[Path], env: dict, kill_after: str | None = None, s3=None):
+    """The `run:` command on each node at once, as SkyPilot starts it; rank 0's output."""
+    port = free_port()
+    nodes = [
+        subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=vm,
+            env=node_env(env, rank, port),
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for rank, vm in enumerate(vms)
+    ]
+    if kill_after is None:
+        outs = [node.communicate(timeout=400)[0] for node in nodes]
+        assert [n.returncode for n in nodes] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
+        return outs[0]
+    deadline = time.monotonic() + 400
+    while kill_after not in s3.keys(prefix="jobs/"):
+        assert all(n.poll() is None for n in nodes) and time.monotonic() < deadline
+        time.sleep(0.2)
+    for node in nodes:  # both VMs are gone
+        os.killpg(node.pid, signal.SIGKILL)
+        node.wait()
+    return None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Slow: three two-node runs (six torchrun agents); make test covers the command's torchrun
+# form above, and tests/e2e/test_launchers.py's torchrun case the one run directory.
+@pytest.mark.slow
+def test_a_relaunched_two_node_job_resumes_from_the_bucket_and_ends_bitwise(s3, tmp_path):
+    run = write_job(tmp_path, "--nodes", "2")["run"]
+    assert "data.batch_size=32" in run  # 64 per step over 2 nodes: the micro-batch halves
+    env = {**os.environ, **s3.env(), "PYTHONUNBUFFERED": "1"}
+    reference = run.replace("run_name=digits-spot", "run_name=reference")
+    run_nodes(reference, [machine(tmp_path, "ref0"), machine(tmp_path, "ref1")], env)
+    run_nodes(run, [machine(tmp_path, "a0"), machine(tmp_path, "a1")], env,
+              kill_after="jobs/digits-spot/step-00000004.ckpt.complete", s3=s3)  # fmt: skip
+    assert "jobs/digits-spot/step-00000012.ckpt" not in s3.keys(prefix="jobs/")
+    said = run_nodes(run, [machine(tmp_path, "b0"), machine(tmp_path, "b1")], env)
+    assert "resuming from s3://litforge/jobs/digits-spot/step-0000000" in said
+    expected = load(s3, "jobs/reference/step-00000012.ckpt")
+    got = load(s3, "jobs/digits-spot/step-00000012.ckpt")
+    assert_bitwise_equal(expected["state_dict"], got["state_dict"], "state_dict")
+    assert_bitwise_equal(expected["optimizer_states"], got["optimizer_states"], "optimizer")
+
+
 # Slow: installs SkyPilot into a venv of its own (~40 s). It cannot share the project's:
 # skypilot 0.14 pins click<8.2, wandb 0.31 and huggingface-hub 2.4 need click>=8.2.
 @pytest.mark.slow

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 
 import pytest
 
 from litforge import write_shards
+from litforge.commands.shards import main as shards_command
 from litforge_examples.data.digits import DigitsDataModule
 from tests.helpers import ROOT, run_entry
 
@@ -49,16 +47,15 @@ USER_CONF = ROOT / "tests" / "user_project" / "conf"
 USER = [f"hydra.searchpath=[file://{USER_CONF}]", "model=lht_mlp"]
 
 
-def test_a_plain_user_datamodule_written_to_shards_trains_its_model_from_them(s3, tmp_path):
+def test_a_plain_user_datamodule_written_to_shards_trains_its_model_from_them(s3, tmp_path, capsys):
     """lightning-hydra-template's DataModule (data_train, data_val, data_test) is written
     as it is; its own model then trains from the bucket, neither changed."""
-    wrote = subprocess.run(
-        [sys.executable, "-m", "litforge.commands.shards", "write", *USER, "data=lht_digits",
-         "--url", "s3://litforge/user", "--samples-per-shard", "512"],
-        cwd=ROOT, env={**os.environ, **s3.env()}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert wrote.returncode == 0, wrote.stderr[-3000:]
-    assert "train: 1197 samples in 3 shard(s) at s3://litforge/user/train" in wrote.stdout
+    # The command in this process (the s3 fixture's environment is its own), train.py not.
+    shards_command(["write", *USER, "data=lht_digits", "--url", "s3://litforge/user",
+                    "--samples-per-shard", "512"])  # fmt: skip
+    assert (
+        "train: 1197 samples in 3 shard(s) at s3://litforge/user/train" in capsys.readouterr().out
+    )
     done = run_entry(
         "train.py", *USER, "data=digits_stream", "data.url=s3://litforge/user",
         "trainer.max_epochs=6", "test=false", run_dir=tmp_path / "run", env=s3.env(),

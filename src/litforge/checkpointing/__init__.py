@@ -1,7 +1,7 @@
 """Checkpoints on any fsspec store that survive preemption and resume exactly.
 
-The recipes see only `setup(cfg) -> Checkpointing` (callbacks, `resume_from`, `finish()`)
-and `load_weights` (eval.py); the modules behind them each hold one concern:
+The recipes see only `setup.setup(cfg) -> Checkpointing` (callbacks, `resume_from`,
+`finish()`) and `load_weights` (eval.py); the modules behind them each hold one concern:
 
 setup.py           conf/checkpoint -> Checkpointing (a do-nothing one for checkpoint=none)
 store.py           URL -> filesystem, start-up access check, completeness markers
@@ -13,7 +13,22 @@ rng.py             per-rank RNG states, restored after the dataloader iterator e
 preemption.py      SIGTERM / SIGUSR1 -> checkpoint at the next step, then exit
 """
 
-from litforge.checkpointing.checkpoint_file import load_weights
-from litforge.checkpointing.setup import Best, Checkpointing, setup
+from __future__ import annotations
 
-__all__ = ["Best", "Checkpointing", "load_weights", "setup"]
+from typing import Any
+
+__all__ = ["Best", "Checkpointing", "load_weights"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: importing a light module of this package (the run lock, which
+    # a plain Hydra app's Optuna sweep uses) must not import Lightning (~8 s of start-up).
+    if name == "load_weights":
+        from litforge.checkpointing.checkpoint_file import load_weights
+
+        return load_weights
+    if name in ("Best", "Checkpointing"):
+        from litforge.checkpointing import setup
+
+        return getattr(setup, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
-from litforge.checkpointing import checkpoint_file, resume
+from litforge.checkpointing import checkpoint_file, compile_cache, resume
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
 from litforge.checkpointing.optimizer_settings import OptimizerSettings
@@ -236,6 +236,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
     shape = str(cfg.get("resume_shape", "adapt"))
     checkpointing = StoreCheckpointing(store, saver, ckpt_path, locks, Path(cfg.run_dir), shape)
     checkpointing.restore = restored
+    checkpointing.callbacks += compile_cache.attach(cfg, store, staging)
     return checkpointing
 
 

@@ -85,7 +85,7 @@ def train_command(job: Job) -> str:
         'MASTER=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
         ".venv/bin/torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK "
         "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE --master_addr=$MASTER "
-        f"--master_port=29500 train.py {quoted} trainer.num_nodes={job.nodes}\n"
+        f"--master_port=${{MASTER_PORT:-29500}} train.py {quoted} trainer.num_nodes={job.nodes}\n"
     )
 
 

@@ -45,6 +45,7 @@ RULES: dict[str, Rule] = {
     ),
     "compile.fullgraph": Bool(),
     "compile.dynamic": Bool(null=True),
+    "compile.cache": Bool(),
     "ckpt_path": Text(null=True),
     "test": Bool(),
     "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective
