@@ -4,6 +4,7 @@ again on an empty "machine", and end bitwise where an uninterrupted run ends."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -67,6 +68,12 @@ def test_several_nodes_start_torchrun_from_skypilots_node_variables(s3, tmp_path
                  "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE", "trainer.num_nodes=2",
                  'head -n1'):  # fmt: skip
         assert part in run
+    assert "--master_port=${MASTER_PORT:-29500}" in run
+
+
+def test_two_nodes_halve_the_micro_batch_when_there_is_no_accumulation_to_divide(s3, tmp_path):
+    run = write_job(tmp_path, "--nodes", "2")["run"]  # digits: 64 a step, accumulation 1
+    assert "data.batch_size=32" in run and "trainer.accumulate_grad_batches=1" in run
 
 
 @pytest.mark.parametrize(
@@ -95,11 +102,17 @@ def test_several_nodes_start_torchrun_from_skypilots_node_variables(s3, tmp_path
             ],
             "error: --card 'A10' is not in --prices",
         ),
+        (
+            ["--launch", "skypilot", "--prices", "BAD", "--bucket", "s3://litforge/x"],
+            "clouds must be a list of {cloud: ..., region: ...}",
+        ),
     ],  # fmt: skip
 )
 def test_bad_launch_input_is_one_line(s3, tmp_path, capsys, extra, said):
     (tmp_path / "prices.yaml").write_text(PRICES)
-    extra = [str(tmp_path / "prices.yaml") if e == "P" else e for e in extra]
+    (tmp_path / "bad.yaml").write_text(PRICES.replace("- {cloud: gcp}", "- gcp"))
+    named = {"P": str(tmp_path / "prices.yaml"), "BAD": str(tmp_path / "bad.yaml")}
+    extra = [named.get(e, e) for e in extra]
     with pytest.raises(SystemExit) as stop:
         plan(extra)
     assert stop.value.code == 2
@@ -188,10 +201,27 @@ def run_nodes(command: str, vms: list[Path], env: dict, kill_after: str | None =
     while kill_after not in s3.keys(prefix="jobs/"):
         assert all(n.poll() is None for n in nodes) and time.monotonic() < deadline
         time.sleep(0.2)
-    for node in nodes:  # both VMs are gone
-        os.killpg(node.pid, signal.SIGKILL)
+    # Both VMs are gone: every process of theirs, torchrun's workers too (they run in
+    # sessions of their own, so a process group's kill misses them).
+    doomed = [pid for node in nodes for pid in (node.pid, *descendants(node.pid))]
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for node in nodes:
         node.wait()
     return None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc."""
+    found, todo = [], [pid]
+    while todo:
+        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                kids = [int(c) for c in children.read_text().split()]
+                found += kids
+                todo += kids
+    return found
 
 
 def free_port() -> int:

@@ -114,3 +114,18 @@ def test_stream_args_list_every_keyword_of_the_stream_datamodule():
     params = set(inspect.signature(StreamDataModule.__init__).parameters)
     own = set(StreamArgs.__annotations__) - set(LoaderArgs.__annotations__)
     assert own == params - {"self", "url", "batch_size", "loader"}
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(2, 5), (0, None)])
+def test_data_prefetch_factor_reaches_the_loader(tmp_path, workers, expected):
+    import lightning as L
+
+    from litforge.data.shards.datamodule import StreamDataModule
+    from litforge_examples.data.text import TokenWindows
+
+    for split in ("train", "val", "test"):
+        write_shards(TokenWindows(torch.arange(200) % 64, 8), str(tmp_path / split))
+    data = StreamDataModule(str(tmp_path), batch_size=4, num_workers=workers, prefetch_factor=5)
+    data.trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    data.setup("fit")
+    assert data.train_dataloader().prefetch_factor == expected  # torch refuses one at 0 workers

@@ -69,26 +69,20 @@ def test_a_plain_user_datamodule_written_to_shards_trains_its_model_from_them(s3
 # encoded (test_shards.py::test_writing_where_the_credentials_are_refused_...), and a read
 # that fails after its retries (test_a_store_that_goes_away_is_retried_then_one_line).
 @pytest.mark.slow
-def test_shards_written_with_wrong_credentials_or_endpoint_are_one_line(tmp_path):
-    from tests.s3server import S3Server
-
-    server = S3Server(tmp_path, require_auth=True)  # moto checks signatures
-    server.start()
-    try:
-        done = run_entry(
-            "train.py", "data=digits_stream", "data.url=s3://litforge/digits",
-            run_dir=tmp_path / "run", env=server.env(secret="wrong"),
-        )  # fmt: skip
-        assert done.returncode == 2, done.stderr[-3000:]
-        (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
-        assert line.startswith("error: data.url=s3://litforge/digits/train: reading index.json")
-        assert "failed 1 time(s)" in line and "AWS_SECRET_ACCESS_KEY" in line
-        assert "wrong" not in done.stderr and "Traceback" not in done.stderr
-    finally:
-        server.stop()
-    gone = run_entry(
+def test_shards_written_with_wrong_credentials_or_endpoint_are_one_line(s3_wrong_secret, tmp_path):
+    done = run_entry(
         "train.py", "data=digits_stream", "data.url=s3://litforge/digits",
-        run_dir=tmp_path / "run2", env={**server.env(), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+        run_dir=tmp_path / "run", env=s3_wrong_secret.env(secret="wrong"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: data.url=s3://litforge/digits/train: reading index.json")
+    assert "failed 1 time(s)" in line and "AWS_SECRET_ACCESS_KEY" in line
+    assert "resumes" not in line  # before training: no checkpoint to resume from yet
+    assert "wrong" not in done.stderr and "Traceback" not in done.stderr
+    gone = run_entry(
+        "train.py", "data=digits_stream", "data.url=s3://litforge/digits", run_dir=tmp_path / "run2",
+        env={**s3_wrong_secret.env(), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
     )  # fmt: skip
     assert gone.returncode == 2, gone.stderr[-3000:]
     assert "error: data.url=s3://litforge/digits/train: reading index.json failed" in gone.stderr

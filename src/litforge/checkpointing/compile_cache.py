@@ -174,13 +174,14 @@ class CompileCache(L.Callback):
             return record
         except Exception as err:  # noqa: BLE001 - an optimisation: a failure only costs time
             console.warn("compile cache: could not fetch %s (%s: %s); compiling from scratch",
-                            record["archive"], type(err).__name__, err)  # fmt: skip
+                         record["archive"], type(err).__name__, err)  # fmt: skip
             return record
         try:
             record["fetched_files"] = unpack(local, self._roots)
         except (tarfile.TarError, OSError) as err:
             console.warn("compile cache: %s is unreadable (%s); compiling from scratch",
-                            record["archive"], err)  # fmt: skip
+                         record["archive"], err)  # fmt: skip
+            return record
         finally:
             local.unlink(missing_ok=True)
         record["fetch_s"] = round(time.perf_counter() - started, 3)
@@ -224,8 +225,8 @@ class CompileCache(L.Callback):
         except Exception as err:  # noqa: BLE001 - an optimisation: a failure only costs time
             self._uploaded = {}  # the next save tries again
             console.warn("compile cache: upload to %s/%s failed (%s: %s); the next "
-                            "checkpoint tries again", self.store, self._name,
-                            type(err).__name__, err)  # fmt: skip
+                         "checkpoint tries again", self.store, self._name,
+                         type(err).__name__, err)  # fmt: skip
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.is_global_zero and self.run_dir is not None and self._roots:

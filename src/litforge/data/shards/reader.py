@@ -107,8 +107,11 @@ class ShardedDataset(Dataset):
         return f"{self._root.rstrip('/')}/{name}"
 
     def _fetch(self, name: str, start: int | None = None, end: int | None = None,
-               retries: int | None = None) -> bytes:  # fmt: skip
+               retries: int | None = None, before_training: bool = False) -> bytes:  # fmt: skip
+        """`name`'s bytes (a range of them), retried; `before_training`: the failure's
+        message says no checkpoint to resume from (there is none yet)."""
         retries = self.retries if retries is None else retries
+        resume = "" if before_training else "; the same command resumes from the last checkpoint"
         for attempt in range(retries + 1):
             try:
                 return self.fs.cat_file(self._path(name), start=start, end=end)
@@ -120,8 +123,7 @@ class ShardedDataset(Dataset):
                     raise DataStoreUnreachable(
                         f"data.url={redact_url(self.url)}: reading {name} failed "
                         f"{attempt + 1} time(s) ({type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}); the same command "
-                        "resumes from the last checkpoint. " + STORE_ADVICE
+                        f"{str(err).splitlines()[0] if str(err) else ''}){resume}. " + STORE_ADVICE
                     ) from None
                 time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
@@ -130,15 +132,14 @@ class ShardedDataset(Dataset):
         where = f"data.url={redact_url(self.url)}"
         try:
             # Before training: a short retry, so a wrong endpoint is one line in seconds.
-            raw = self._fetch(fmt.INDEX, retries=min(self.retries, 2))
+            raw = self._fetch(fmt.INDEX, retries=min(self.retries, 2), before_training=True)
         except FileNotFoundError:
             raise ConfigError(
                 f"{where}: no {fmt.INDEX} there: not a shard directory, or its writing did "
                 "not finish (write it with `litforge shards write`)"
             ) from None
         except DataStoreUnreachable as err:
-            raise ConfigError(str(err).replace("; the same command resumes from the last "
-                                               "checkpoint", "")) from None  # fmt: skip
+            raise ConfigError(str(err)) from None
         except Exception as err:  # noqa: BLE001 - an unknown protocol, a missing package
             extra = missing_extra(err)
             raise ConfigError(
