@@ -159,6 +159,16 @@ def test_public_names_resolve():
         assert getattr(litforge, name) is not None, name
 
 
+def test_the_checkpointing_packages_names_are_its_functions_in_any_import_order():
+    # The package's names load lazily; a submodule of the same name would replace one.
+    import litforge.checkpointing.configure
+    from litforge import checkpointing
+
+    for name in checkpointing.__all__:
+        assert callable(getattr(checkpointing, name)), name
+    assert checkpointing.setup is litforge.checkpointing.configure.setup
+
+
 def test_one_place_asks_whether_a_run_is_fsdp():
     askers = [
         str(p.relative_to(SRC))

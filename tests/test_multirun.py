@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from litforge.checkpointing.setup import run_checkpoint_url
+from litforge.checkpointing.configure import run_checkpoint_url
 from litforge.launch import multirun
 from tests.helpers import CONF
 

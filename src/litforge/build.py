@@ -187,7 +187,7 @@ def build_trainer(
     precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler.
     `datamodule` decides `use_distributed_sampler: null` (see conf/trainer/default.yaml)
     and is what the callbacks' `check_before_fit` look at; a training run's `checkpoints`
-    (litforge.checkpointing.setup's) keep the tracked runs' ids beside them."""
+    (litforge.checkpointing.configure's) keep the tracked runs' ids beside them."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
     if kwargs.get("use_distributed_sampler") is None:

@@ -28,6 +28,7 @@ EXTRA_OF = {
     "peft": "hf",
     "accelerate": "hf",
     "bitsandbytes": "qlora",
+    "sky": "cloud",
 }
 
 

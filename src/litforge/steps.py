@@ -5,7 +5,7 @@ project's own copy of it (`litforge recipe copy`) needs to name. Public: these n
 from __future__ import annotations
 
 from litforge.build import build_datamodule, build_module, build_trainer
-from litforge.checkpointing.setup import setup as setup_checkpoints
+from litforge.checkpointing.configure import setup as setup_checkpoints
 from litforge.console import interactive, show_config
 from litforge.run_record import final_metrics, floats, write_metrics, write_start
 from litforge.tracking.lifecycle import RunFacts, log_end

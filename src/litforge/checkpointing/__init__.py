@@ -1,9 +1,9 @@
 """Checkpoints on any fsspec store that survive preemption and resume exactly.
 
-The recipes see only `setup.setup(cfg) -> Checkpointing` (callbacks, `resume_from`,
-`finish()`) and `load_weights` (eval.py); the modules behind them each hold one concern:
+The recipes see only `setup(cfg) -> Checkpointing` (callbacks, `resume_from`, `finish()`)
+and `load_weights` (eval.py); the modules behind them each hold one concern:
 
-setup.py           conf/checkpoint -> Checkpointing (a do-nothing one for checkpoint=none)
+configure.py       conf/checkpoint -> Checkpointing (a do-nothing one for checkpoint=none)
 store.py           URL -> filesystem, start-up access check, completeness markers
 uploader.py        local staging, retried (optionally background) uploads
 callback.py        when to save, what to keep
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Best", "Checkpointing", "load_weights"]
+__all__ = ["Best", "Checkpointing", "load_weights", "setup"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,8 +27,10 @@ def __getattr__(name: str) -> Any:
         from litforge.checkpointing.checkpoint_file import load_weights
 
         return load_weights
-    if name in ("Best", "Checkpointing"):
-        from litforge.checkpointing import setup
+    # No submodule is named `setup`: importing it would bind the package's `setup` to the
+    # module instead of the function.
+    if name in ("Best", "Checkpointing", "setup"):
+        from litforge.checkpointing import configure
 
-        return getattr(setup, name)
+        return getattr(configure, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -103,4 +103,26 @@ def write_job(args: argparse.Namespace, options: list[Option], price_list: Any) 
     print(f"wrote {out}: {args.nodes} x {option.count} x {option.card} on spot, "
           f"{setting.brief(option.count)}, checkpoint every {option.spot.every_n_train_steps} steps to "
           f"{job.bucket}/{job.run_name}; launch with: sky jobs launch {out}")  # fmt: skip
+    print(check_with_skypilot(out))
     sys.stdout.flush()
+
+
+def check_with_skypilot(path: Path) -> str:
+    """SkyPilot's own task parser on the written file, where it is installed
+    (litforge[cloud]); what it read, in one line. A file it refuses is a ConfigError."""
+    try:
+        import sky
+    except ImportError:
+        return ("not checked with SkyPilot's parser: it is not installed here "
+                "(pip install 'litforge[cloud]' where you launch from)")  # fmt: skip
+    except Exception as err:  # noqa: BLE001 - e.g. installed beside a click it does not accept
+        return f"not checked with SkyPilot's parser: it does not import here ({type(err).__name__}: {err})"
+    try:
+        task = sky.Task.from_yaml(str(path))
+    except Exception as err:  # noqa: BLE001 - SkyPilot's own validation errors
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ConfigError(f"{path}: SkyPilot {sky.__version__} refuses the job file "
+                          f"({type(err).__name__}: {first})") from None  # fmt: skip
+    found = sorted({str(r.accelerators) for r in task.resources})
+    return (f"checked with SkyPilot {sky.__version__}'s task parser: {task.num_nodes} node(s), "
+            f"accelerators {', '.join(found)}, spot {all(r.use_spot for r in task.resources)}")  # fmt: skip

@@ -49,7 +49,7 @@ def job_name(cfg: DictConfig) -> str:
 
     <job> is the job's directory name, hydra.sweep.subdir: the job number by default, a
     trial number where a sweeper keeps it stable across retries. It names the job's
-    checkpoint location (checkpointing.setup.run_key).
+    checkpoint location (checkpointing.configure.run_key).
     """
     run_dir = Path(cfg.run_dir).resolve()
     return f"{cfg.get('run_name') or run_dir.parent.name}-{run_dir.name}"

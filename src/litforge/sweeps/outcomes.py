@@ -29,7 +29,7 @@ Stop = tuple[int | None, LitforgeError]  # the trial that stopped the sweep (Non
 FAILED = "the sweep counts this trial as failed and does not run it again"
 CONFIG_FIX = "once it is fixed, a rerun runs a new trial in its place"
 CONFIG_ERROR = f"config error: not counted; {CONFIG_FIX}"
-# The advice of litforge's run errors (resume_hint in litforge.checkpointing.setup, the
+# The advice of litforge's run errors (resume_hint in litforge.checkpointing.configure, the
 # numerics stop), from the claim to the end of its clause.
 _RUN_ADVICE = re.compile(r"(?:the same command(?: plus \S+)? resumes|a rerun starts over)[^;]*")
 
