@@ -254,7 +254,7 @@ def test_a_relaunched_two_node_job_resumes_from_the_bucket_and_ends_bitwise(s3, 
     assert_bitwise_equal(expected["optimizer_states"], got["optimizer_states"], "optimizer")
 
 
-# Slow: installs litforge[cloud,s3] into a venv of its own (~3 min). SkyPilot cannot join
+# Slow: installs litforge[cloud,s3] into a venv of its own (~1.5 min). SkyPilot cannot join
 # the project's: skypilot 0.14 pins click<8.2, wandb 0.31 and huggingface-hub 2.4 need
 # click>=8.2. make test covers the same command without SkyPilot installed, above.
 @pytest.mark.slow
@@ -296,3 +296,20 @@ def test_skypilots_own_task_parser_reads_the_job_file(s3, tmp_path):
     assert task["clouds"] == ["AWS", "GCP"]
     assert task["recovery"]["recover_on_exit_codes"] == [75, 130, 143]
     assert "checkpoint.dir=s3://litforge/jobs" in task["run"]
+    # A file SkyPilot refuses is one ConfigError line naming the file and SkyPilot's reason.
+    (tmp_path / "bad.yaml").write_text("name: x\nbogus_key: 1\nrun: echo hi\n")
+    refuse = (
+        "import sys\n"
+        "from litforge.commands.plan_launch import check_with_skypilot\n"
+        "from litforge.errors import ConfigError\n"
+        "try:\n"
+        "    check_with_skypilot(__import__('pathlib').Path(sys.argv[1]))\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+    )
+    refused = subprocess.run([python, "-c", refuse, str(tmp_path / "bad.yaml")],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert refused.returncode == 0, refused.stderr[-3000:]
+    said = refused.stdout.strip()
+    assert said.startswith(f"{tmp_path / 'bad.yaml'}: SkyPilot 0.14.1 refuses the job file"), said
+    assert "bogus_key" in said and "\n" not in said, said
