@@ -147,6 +147,8 @@ class ShardedDataset(Dataset):
                 f"{where} is not a usable URL ({type(err).__name__}: {err}). Give a local path "
                 "or an fsspec URL such as s3://bucket/prefix (needs s3fs), gs://... (gcsfs)"
             ) from None  # fmt: skip
+        # What data this is, as read: a resume checks it, and cached blocks are keyed on it.
+        self.fingerprint: str = hashlib.sha256(raw).hexdigest()
         try:
             record = json.loads(raw)
         except ValueError:
