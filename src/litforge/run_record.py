@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge import console
 from litforge.callbacks.early_stopping import best_if_stopped
+from litforge.callbacks.epoch_log import epoch_scalars
 from litforge.errors import ConfigError
 from litforge.precision import effective_precision
 
@@ -144,13 +145,16 @@ def process_age_s() -> float:
 _IMPORTED = time.monotonic()
 
 
+# Keys metrics.json holds beside the logged metrics that are not a model's figures.
+_BOOKKEEPING = frozenset({"global_step", "epoch"})
+
+
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
-    """metrics.json, then one line with the val/ and test/ figures and where the run lives."""
+    """metrics.json, then one line with every metric the run logged, whatever its name
+    (`test_loss` as well as `test/loss`; a single batch's `X_step` left out), and where the
+    run lives."""
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    summary = ", ".join(
-        f"{k}={v:.4f}"
-        for k, v in sorted(metrics.items())
-        if k.startswith(("val/", "test/")) and isinstance(v, float)
-    )
+    figures = {k: v for k, v in metrics.items() if isinstance(v, float) and k not in _BOOKKEEPING}
+    summary = ", ".join(f"{k}={v:.4g}" for k, v in epoch_scalars(figures).items())
     console.info("finished: %s", summary)
     console.info("run directory: %s", run_dir.resolve())

@@ -1,0 +1,95 @@
+"""The plain epoch lines: each epoch's own metrics, whatever their names, the last epoch
+included, the monitored metric first; a validation inside an epoch shows only its own."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+from litforge.callbacks.epoch_log import EpochLog
+
+
+class NamedLikeLHT(L.LightningModule):
+    """Logs values that say which epoch and batch they come from, under the names
+    lightning-hydra-template users write (`train_loss`, `val_loss`, a best-so-far)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        self.log("train_loss", float(10 * self.current_epoch + batch_idx), on_epoch=True)
+        return self.layer(batch[0]).sum()
+
+    def on_train_epoch_end(self) -> None:
+        self.log("epochs_done", float(self.current_epoch + 1))
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", float(100 + self.current_epoch))
+
+    def on_validation_epoch_end(self) -> None:
+        self.log("val_loss_best", float(100))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def fit(tmp_path, max_epochs=3, **trainer_args) -> list[str]:
+    data = TensorDataset(torch.zeros(16, 2))
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        max_epochs=max_epochs,
+        callbacks=[EpochLog(), ModelCheckpoint(dirpath=tmp_path, monitor="val_loss")],
+        **trainer_args,
+    )
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("litforge")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        trainer.fit(NamedLikeLHT(), DataLoader(data, batch_size=4), DataLoader(data, batch_size=4))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return [r for r in records if r.startswith("epoch ")]
+
+
+def values(line: str) -> dict[str, float]:
+    return {k: float(v) for k, v in re.findall(r"(\S+)=(\S+)", line)}
+
+
+def test_each_epoch_line_holds_that_epochs_own_metrics(tmp_path):
+    lines = fit(tmp_path)
+    assert [line.split(":")[0] for line in lines] == [
+        "epoch 0 step 4",
+        "epoch 1 step 8",
+        "epoch 2 step 12",  # the last epoch's line is written too
+    ]
+    for epoch, line in enumerate(lines):
+        assert line.split(": ")[1].startswith("val_loss="), line  # the monitored one first
+        assert values(line) == {
+            "val_loss": 100 + epoch,
+            "train_loss": 10 * epoch + 1.5,  # the mean of batches 0..3 of this epoch
+            "epochs_done": epoch + 1,  # logged in the module's on_train_epoch_end
+            "val_loss_best": 100,
+        }, line
+
+
+def test_a_validation_inside_an_epoch_shows_only_its_own_metrics(tmp_path):
+    lines = fit(tmp_path, val_check_interval=2, max_epochs=1)
+    assert len(lines) == 2, lines
+    assert values(lines[0]) == {"val_loss": 100, "val_loss_best": 100}  # no stale train value
+    assert lines[0].startswith("epoch 0 step 2:")
+    assert values(lines[1])["train_loss"] == 1.5
