@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
+import torch
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import TypedDict
@@ -75,14 +76,30 @@ def train_loader(
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         prefetch_factor=prefetch_factor if num_workers > 0 else None,
+        generator=own_generator(seed),
     )
+
+
+def own_generator(seed: int) -> torch.Generator:
+    """The generator a loader draws its workers' base seed from.
+
+    Without one, each new iterator draws it from the global RNG, which dropout and the
+    model's other random draws use too. A persistent multi-worker loader makes one
+    iterator per run, a single-process loader one per epoch: the same run with
+    `num_workers=0` and `num_workers=1` then ended with different weights.
+    """
+    return torch.Generator().manual_seed(seed)
 
 
 def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> StatefulDataLoader:
     """In order, not sharded: every rank sees the whole (small) evaluation set, so metrics
     need no padding correction; torchmetrics syncs them across ranks."""
     return StatefulDataLoader(
-        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        generator=own_generator(0),  # not the global RNG: validating draws none of it
     )
 
 
