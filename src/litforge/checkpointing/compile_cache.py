@@ -9,7 +9,9 @@ where it applies and a miss elsewhere. After a checkpoint save, the files this r
 there go, whenever they changed, to `<checkpoint dir>/compile-cache/torch-<version>-<device>.tar`
 (one archive per torch and card: a recovered job on another card neither loads nor
 overwrites the first card's); a run unpacks its archive before the sanity check and the
-first step. torch's portable artifacts (`torch.compiler.save_cache_artifacts`) were measured
+first step. The archive is code this machine will run (inductor imports its `.py` files):
+it is signed with a key the bucket does not hold and used only when the signature verifies
+(compile_cache_archive.py). torch's portable artifacts (`torch.compiler.save_cache_artifacts`) were measured
 here first: loaded into an empty cache they saved no clear time on CPU, where a whole
 directory cut the first compiled step from 10-21 s to 2.7 s.
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
 import tarfile
 import threading
 import time
@@ -31,6 +32,16 @@ import torch
 from omegaconf import DictConfig
 
 from litforge import console, run_record
+from litforge.checkpointing.compile_cache_archive import (
+    DEFAULT_MAX_BYTES,
+    NO_KEY,
+    SIGNATURE_SUFFIX,
+    ArchiveRefused,
+    fetch_verified,
+    load_key,
+    signature,
+    unpack,
+)
 from litforge.checkpointing.store import CheckpointStore
 
 FOLDER = "compile-cache"
@@ -72,28 +83,6 @@ def scan(roots: dict[str, Path]) -> Files:
     return found
 
 
-def unpack(archive: Path, roots: dict[str, Path]) -> int:
-    """Put the archive's files into `roots`, each whole (a rename) and none over an existing
-    file; returns how many it added."""
-    added = 0
-    for prefix, root in roots.items():
-        root.mkdir(parents=True, exist_ok=True)
-        spare = root / f".litforge-unpack-{os.getpid()}"
-        try:
-            with tarfile.open(archive) as tar:
-                members = [m for m in tar.getmembers() if m.name.startswith(prefix + "/")]
-                tar.extractall(spare, members=members, filter="data")
-            for path in sorted((spare / prefix).rglob("*")):
-                target = root / path.relative_to(spare / prefix)
-                if path.is_file() and not target.exists():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(path, target)
-                    added += 1
-        finally:
-            shutil.rmtree(spare, ignore_errors=True)
-    return added
-
-
 def pack(files: Files, roots: dict[str, Path], archive: Path) -> int:
     """A tar of `files` at `archive`; returns its size in bytes."""
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -108,12 +97,15 @@ def pack(files: Files, roots: dict[str, Path], archive: Path) -> int:
 
 def attach(cfg: DictConfig, store: CheckpointStore, staging_dir: Path) -> list[L.Callback]:
     """The callback when the run compiles with inductor (the backend with on-disk caches)
-    and `compile.cache` is on, as it is by default."""
+    and `compile.cache` is on, as it is by default. Its key is read here, before training:
+    a key file that cannot be read is one ConfigError."""
     node = cfg.get("compile") or {}
     wanted = node.get("enabled", False) and node.get("cache", True)
     if not wanted or node.get("backend", "inductor") != "inductor":
         return []
-    return [CompileCache(store, staging_dir, Path(cfg.run_dir))]
+    key = load_key(node.get("cache_key_file"))
+    limit = int(node.get("cache_max_bytes", DEFAULT_MAX_BYTES))
+    return [CompileCache(store, staging_dir, Path(cfg.run_dir), key=key, max_bytes=limit)]
 
 
 def lookups() -> dict[str, int]:
@@ -134,10 +126,20 @@ def lookups() -> dict[str, int]:
 class CompileCache(L.Callback):
     """Fetch this card's compile cache at setup (each node's first process, the others
     wait); rank 0 uploads the files the run added after a checkpoint save, when they
-    changed, in the background."""
+    changed, in the background. `key` signs and verifies the archive; without one nothing
+    is fetched or uploaded. `max_bytes` bounds the archive fetched and what it unpacks to."""
 
-    def __init__(self, store: CheckpointStore, staging_dir: Path, run_dir: Path | None) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        staging_dir: Path,
+        run_dir: Path | None,
+        key: bytes | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.store = store
+        self._key = key  # never logged, never in a checkpoint (the callback has no state)
+        self.max_bytes = max_bytes
         self.staging_dir = Path(staging_dir)
         self.run_dir = run_dir
         self._roots: dict[str, Path] = {}
@@ -150,7 +152,11 @@ class CompileCache(L.Callback):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
-        if trainer.local_rank == 0:  # each node's first process; its others share its caches
+        if trainer.local_rank == 0 and self._key is None:
+            console.info(NO_KEY)
+            if trainer.is_global_zero and self.run_dir is not None:
+                run_record.update(self.run_dir, compile_cache={"off": "no key"})
+        elif trainer.local_rank == 0:  # each node's first process; its others share its caches
             self._roots = local_roots()
             self._name = archive_name(trainer.strategy.root_device)
             self._before = scan(self._roots)
@@ -166,20 +172,30 @@ class CompileCache(L.Callback):
         record: dict[str, Any] = {"archive": f"{self.store}/{self._name}", "fetched_files": 0}
         local = self.staging_dir / f"{FOLDER}-{os.getpid()}.tar"
         local.parent.mkdir(parents=True, exist_ok=True)
+        assert self._key is not None
         try:
-            self.store.fs.get_file(self.store.path(self._name), str(local))
+            fetch_verified(self.store, self._name, self._key, local, self.max_bytes)
         except FileNotFoundError:
+            local.unlink(missing_ok=True)
             console.info("compile cache: none at %s yet (this run compiles and saves one)",
                          record["archive"])  # fmt: skip
             return record
+        except ArchiveRefused as err:
+            local.unlink(missing_ok=True)
+            console.warn("compile cache: %s; compiling from scratch", err)
+            return record
         except Exception as err:  # noqa: BLE001 - an optimisation: a failure only costs time
+            local.unlink(missing_ok=True)
             console.warn("compile cache: could not fetch %s (%s: %s); compiling from scratch",
                          record["archive"], type(err).__name__, err)  # fmt: skip
             return record
         try:
-            record["fetched_files"] = unpack(local, self._roots)
-        except (tarfile.TarError, OSError) as err:
-            console.warn("compile cache: %s is unreadable (%s); compiling from scratch",
+            record["fetched_files"] = unpack(local, self._roots, self.max_bytes, record["archive"])
+        except ArchiveRefused as err:
+            console.warn("compile cache: %s; compiling from scratch", err)
+            return record
+        except OSError as err:
+            console.warn("compile cache: could not unpack %s (%s); compiling from scratch",
                          record["archive"], err)  # fmt: skip
             return record
         finally:
@@ -204,22 +220,29 @@ class CompileCache(L.Callback):
             return
         archive = self.staging_dir / f"{FOLDER}-upload.tar"
         size = pack(ours, self._roots, archive)
+        assert self._key is not None  # no key: no roots, nothing to upload
+        signed = signature(self._key, self._name, archive)
         self._uploaded = ours
         self._upload = threading.Thread(
-            target=self._send, args=(archive, size, trainer.global_step),
+            target=self._send, args=(archive, signed, size, trainer.global_step),
             name="litforge-compile-cache", daemon=True,
         )  # fmt: skip
         self._upload.start()
 
-    def _send(self, archive: Path, size: int, step: int) -> None:
+    def _send(self, archive: Path, signed: str, size: int, step: int) -> None:
         target = self.store.path(self._name)
+        # The archive, then its signature: a fetch in between finds them apart, which costs
+        # one compile, never an unverified file.
         try:
             if self.store.is_local:  # whole or absent: a rename after the copy
                 self.store.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
                 self.store.fs.put_file(str(archive), target + ".partial")
                 self.store.fs.mv(target + ".partial", target)
+                self.store.fs.pipe_file(target + SIGNATURE_SUFFIX + ".partial", signed.encode())
+                self.store.fs.mv(target + SIGNATURE_SUFFIX + ".partial", target + SIGNATURE_SUFFIX)
             else:  # an object store's upload is whole or absent already
                 self.store.fs.put_file(str(archive), target)
+                self.store.fs.pipe_file(target + SIGNATURE_SUFFIX, signed.encode())
             console.info("compile cache: %.1f MB saved to %s/%s at step %d", size / 2**20,
                          self.store, self._name, step)  # fmt: skip
         except Exception as err:  # noqa: BLE001 - an optimisation: a failure only costs time

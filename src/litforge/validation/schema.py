@@ -46,6 +46,8 @@ RULES: dict[str, Rule] = {
     "compile.fullgraph": Bool(),
     "compile.dynamic": Bool(null=True),
     "compile.cache": Bool(),
+    "compile.cache_key_file": Text(null=True),  # a path only: the key itself never in config
+    "compile.cache_max_bytes": Int(1),
     "ckpt_path": Text(null=True),
     "test": Bool(),
     "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective
