@@ -85,3 +85,26 @@ def test_a_users_own_unpacked_keywords_are_checked_too():
         check_node({"_target_": f"{__name__}.user_loader", "batch": 2, "worker": 1}, "data")
     with pytest.raises(ConfigError, match=r"^data.pin=1 is invalid; .* takes true or false$"):
         check_node({"_target_": f"{__name__}.user_loader", "batch": 2, "pin": 1}, "data")
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        # what a lightning-hydra-template experiment leaves when it sets a logger's or a
+        # callback's keys and the run has not selected that logger or callback
+        ("+logger.mlflow.experiment_name=x", "logger.mlflow sets experiment_name but has no "
+         "_target_, so nothing would be built from it: select it (logger=mlflow)"),
+        ("+callbacks.early_stopping.patience=3", "callbacks.early_stopping sets patience but "
+         "has no _target_, so nothing would be built from it: select it "
+         "('callbacks=[default,early_stopping]')"),
+    ],
+)  # fmt: skip
+def test_a_logger_or_callback_block_without_target_is_one_line(make_cfg, override, said):
+    from litforge.validation.checks import check_config
+
+    with pytest.raises(ConfigError) as refused:
+        check_config(make_cfg(override))
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+    group = override.split(".")[0].lstrip("+")
+    selected = "logger=mlflow" if group == "logger" else "callbacks=[default,early_stopping]"
+    check_config(make_cfg(selected, override.lstrip("+")))  # selected, the same keys build

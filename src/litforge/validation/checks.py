@@ -59,10 +59,27 @@ def check_targets(plain: dict[str, Any]) -> None:
             )
     targets.require_partial(plain["model"].get("optimizer"), "model.optimizer", "the parameters")
     targets.require_partial(plain["model"].get("scheduler"), "model.scheduler", "the optimizer")
+    for group, example in (("callbacks", "'callbacks=[default,NAME]'"), ("logger", "logger=NAME")):
+        _check_entries_have_targets(group, plain.get(group), example)
     model = {k: v for k, v in plain["model"].items() if k != "freeze"}  # litforge's own key
     for group, tree in (("data", plain.get("data")), ("model", model),
                         ("callbacks", plain.get("callbacks")), ("logger", plain.get("logger"))):  # fmt: skip
         targets.check_tree(tree, group)
+
+
+def _check_entries_have_targets(group: str, entries: Any, example: str) -> None:
+    """An entry of the callbacks or logger group with keys but no `_target_` is what an
+    experiment leaves when it sets `logger.mlflow.experiment_name` while no mlflow logger
+    is selected: Hydra would build it as a plain dict, which Lightning fails on deep
+    inside the Trainer."""
+    for name, node in (entries or {}).items():
+        if isinstance(node, dict) and "_target_" not in node:
+            keys = ", ".join(sorted(node)) or "nothing"
+            raise ConfigError(
+                f"{group}.{name} sets {keys} but has no _target_, so nothing would be built "
+                f"from it: select it ({example.replace('NAME', str(name))}), or give "
+                f"{group}.{name}._target_=package.Class"
+            )
 
 
 def _check_logger_dirs(plain: dict[str, Any]) -> None:
