@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.utils import JobReturn
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import CompactHydraException
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
@@ -29,8 +30,17 @@ if "litforge.cli" not in sys.modules:
         node={
             "_target_": "hydra_plugins.litforge_gpus.gpus_launcher.GpusLauncher",
             "devices": "auto", "per_device": 1, "margin": 0.1, "stagger_s": 2.0,
+            "kill_after_s": 60.0, "share_devices": False, "lease_dir": "/tmp/litforge-devices",
         },
     )  # fmt: skip
+
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+class TrialFailed(CompactHydraException):
+    """A failed trial under Hydra's basic sweeper, which raises the first failed job's
+    error: Hydra prints this one line (and exits 1) instead of a traceback."""
 
 
 class GpusLauncher(Launcher):
@@ -40,12 +50,20 @@ class GpusLauncher(Launcher):
         self.settings = settings
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
+        self.entry: list[str] | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        # task_function is not called here: each job runs in a process of its own.
+        """Checks the settings and how a trial runs the app, before the sweeper asks for any
+        trial. task_function is not called here: each job runs in a process of its own."""
+        from litforge.exits import report_user_errors
+        from litforge.sweeps.pool import entry, settings
+
         self.config, self.hydra_context = config, hydra_context
+        with report_user_errors():
+            settings.check(self.settings)
+            self.entry = entry.entry_command(task_function)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -56,4 +74,21 @@ class GpusLauncher(Launcher):
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
         with report_user_errors():  # bad settings: one line, before any trial starts
-            return launch(self.settings, loader, self.config, job_overrides, initial_job_idx)
+            returns = launch(
+                self.settings, loader, self.config, job_overrides, initial_job_idx, self.entry
+            )
+        if self.config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:
+            for ret in returns:
+                if ret.status == JobStatus.FAILED:
+                    _one_line(ret)
+        return returns
+
+
+def _one_line(ret: JobReturn) -> None:
+    """The failed job's error as the one line the basic sweeper will raise."""
+    err = ret._return_value
+    num = ret.hydra_cfg.hydra.job.num if ret.hydra_cfg is not None else "?"
+    where = f" (its output: {ret.working_dir}/launcher.log)" if ret.working_dir else ""
+    said = str(err)
+    line = f"trial job #{num} ({' '.join(ret.overrides)}) failed: {type(err).__name__}: {said}"
+    ret._return_value = TrialFailed(line + (where if "launcher.log" not in said else ""))

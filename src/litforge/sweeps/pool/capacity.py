@@ -6,6 +6,8 @@ Each device has a capacity and each trial a cost on every device it takes: one s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class Capacity:
     """Free capacity per device id; a trial takes `count` distinct devices at `cost` each."""
@@ -14,15 +16,34 @@ class Capacity:
         self.total = dict(capacity)
         self.free = dict(capacity)
 
-    def take(self, count: int, cost: float) -> list[int] | None:
-        """The `count` devices with the most room for `cost`, taken; None if too few have it."""
-        fits = [i for i in self.free if self.free[i] >= cost]
-        if len(fits) < count:
+    def choose(
+        self, count: int, cost: float, usable: Callable[[int], bool] | None = None
+    ) -> list[int] | None:
+        """The `count` devices with the most room for `cost` (among those `usable` allows),
+        without taking them; None if too few have it."""
+        fits = sorted(
+            (i for i in self.free if self.free[i] >= cost), key=lambda i: (-self.free[i], i)
+        )
+        chosen: list[int] = []
+        for i in fits:
+            if len(chosen) == count:
+                break  # `usable` is asked no further: it may take a lease
+            if usable is None or usable(i):
+                chosen.append(i)
+        if len(chosen) < count:
             return None
-        chosen = sorted(fits, key=lambda i: (-self.free[i], i))[:count]
+        return sorted(chosen)
+
+    def take(
+        self, count: int, cost: float, usable: Callable[[int], bool] | None = None
+    ) -> list[int] | None:
+        """The `count` devices with the most room for `cost`, taken; None if too few have it."""
+        chosen = self.choose(count, cost, usable)
+        if chosen is None:
+            return None
         for i in chosen:
             self.free[i] -= cost
-        return sorted(chosen)
+        return chosen
 
     def give_back(self, ids: list[int], cost: float) -> None:
         for i in ids:

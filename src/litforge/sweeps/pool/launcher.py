@@ -1,8 +1,10 @@
-"""The launch loop of `hydra/launcher=gpus`: start each job when its devices are free,
-staggered; pass the sweep's signals on to the running trials; collect every outcome.
+"""The launch loop of `hydra/launcher=gpus`: start each job when its devices are free (in
+this sweep, and leased from the machine's other sweeps), staggered; pass the sweep's
+signals on to the running trials and kill what outlives the grace period; collect every
+outcome.
 
-Settings (hydra.launcher.*, documented in conf/hydra/launcher/gpus.yaml): devices,
-per_device, margin, stagger_s.
+Settings (hydra.launcher.*): `settings.py` checks them, conf/hydra/launcher/gpus.yaml
+documents them.
 """
 
 from __future__ import annotations
@@ -23,37 +25,31 @@ from omegaconf import DictConfig
 
 from litforge.errors import ConfigError
 from litforge.sweeps.pool import devices as pool_devices
-from litforge.sweeps.pool import packing
+from litforge.sweeps.pool import packing, settings
 from litforge.sweeps.pool.capacity import Capacity
+from litforge.sweeps.pool.leases import Leases
 from litforge.sweeps.pool.trial_process import Job, outcome, start
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 POLL_S = 0.1
-KILL_AFTER_S = 120.0  # a trial still running this long after the sweep is interrupted
-
-
-def check_settings(settings: dict[str, Any]) -> None:
-    packing.check(settings.get("per_device", 1), settings.get("margin", 0.1))
-    stagger = settings.get("stagger_s", 0.0)
-    if isinstance(stagger, bool) or not isinstance(stagger, int | float) or stagger < 0:
-        raise ConfigError(
-            f"hydra.launcher.stagger_s={stagger}: give the seconds between two trial starts, "
-            "a number >= 0"
-        )
+# Past a trial's own grace period (its guard kills it then), the sweep kills its group.
+SWEEP_MARGIN_S = 5.0
+check_settings = settings.check
 
 
 def launch(
-    settings: dict[str, Any],
+    config: dict[str, Any],
     loader: Any,
     master: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
+    entry: list[str] | None = None,
 ) -> list[JobReturn]:
     """Run every job (all checked before the first starts); their returns in job order."""
-    check_settings(settings)
+    settings.check(config)
     visible = pool_devices.visible_gpus()
-    ids = pool_devices.resolve(settings.get("devices", "auto"), visible)
+    ids = pool_devices.resolve(settings.get(config, "devices"), visible)
     sweep_dir = Path(str(master.hydra.sweep.dir)).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     jobs = [
@@ -68,14 +64,23 @@ def launch(
             )
     cards = pool_devices.probe(visible)
     capacity, costs = packing.plan(
-        settings.get("per_device", 1), float(settings.get("margin", 0.1)),
+        settings.get(config, "per_device"), float(settings.get(config, "margin")),
         [j.config for j in jobs], ids, cards,
     )  # fmt: skip
     # On CPU (one trial process or rank per listed device at once) the trials split the
     # cores instead of each taking all of them.
     threads = None if visible else max(1, _cores() // len(ids))
-    return _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir,
-                 float(settings.get("stagger_s", 0.0))).run()  # fmt: skip
+    leases = None
+    if settings.get(config, "share_devices"):
+        log.info("hydra.launcher.share_devices=true: this sweep's trials may share a device "
+                 "with another sweep's on this machine")  # fmt: skip
+    else:
+        leases = Leases(Path(str(settings.get(config, "lease_dir"))))
+    pool = _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir)
+    pool.stagger_s = float(settings.get(config, "stagger_s"))
+    pool.kill_after_s = float(settings.get(config, "kill_after_s"))
+    pool.leases, pool.entry = leases, entry
+    return pool.run()
 
 
 def _cores() -> int:
@@ -86,26 +91,32 @@ def _cores() -> int:
 
 class _Pool:
     def __init__(self, jobs: list[Job], costs: list[float], capacity: Capacity,
-                 cards: pool_devices.Cards, threads: int | None, sweep_dir: Path,
-                 stagger_s: float) -> None:  # fmt: skip
+                 cards: pool_devices.Cards, threads: int | None, sweep_dir: Path) -> None:  # fmt: skip
         self.jobs, self.costs, self.capacity, self.cards = jobs, costs, capacity, cards
-        self.threads, self.sweep_dir, self.stagger_s = threads, sweep_dir, stagger_s
+        self.threads, self.sweep_dir = threads, sweep_dir
+        self.stagger_s, self.kill_after_s = 0.0, settings.DEFAULTS["kill_after_s"]
+        self.leases: Leases | None = None
+        self.entry: list[str] | None = None
         self.returns: dict[int, JobReturn] = {}
-        self.running: dict[int, tuple[subprocess.Popen, list[int]]] = {}
+        self.running: dict[int, tuple[subprocess.Popen, list[int], float]] = {}
         self.signalled: int | None = None
+        self.signalled_at = 0.0
         self.outbox = sweep_dir / ".launcher"
+        self.waits_said: set[tuple[int, ...]] = set()
+        self.lifeline = -1  # the pipe's write end: open for as long as this sweep lives
 
     def run(self) -> list[JobReturn]:
         self.outbox.mkdir(exist_ok=True)
         queue = list(range(len(self.jobs)))
         last_start = -float("inf")
+        read_end, self.lifeline = os.pipe()  # not inherited: only this process writes
         with self._signals_passed_on():
             try:
                 while queue or self.running:
                     self._collect()
                     if queue and self.signalled is None:
                         wait = last_start + self.stagger_s - time.monotonic()
-                        if wait <= 0 and self._start(queue[0]):
+                        if wait <= 0 and self._start(queue[0], read_end):
                             queue.pop(0)
                             last_start = time.monotonic()
                             continue
@@ -113,33 +124,81 @@ class _Pool:
                         for n in queue:
                             self.returns[n] = self._not_started(n)
                         queue.clear()
+                    if self.signalled is not None and time.monotonic() > (
+                        self.signalled_at + self.kill_after_s + SWEEP_MARGIN_S
+                    ):
+                        self._kill_all()  # a guard that did not do it (never expected)
                     time.sleep(POLL_S)
             except BaseException:
                 self._stop_all()
                 raise
+            finally:
+                os.close(read_end)
+                os.close(self.lifeline)
+                if self.leases is not None:
+                    self.leases.release_all()
         return [self.returns[n] for n in range(len(self.jobs))]
 
-    def _start(self, n: int) -> bool:
+    def _start(self, n: int, lifeline: int) -> bool:
         job = self.jobs[n]
-        ids = self.capacity.take(job.ranks, self.costs[n])
+        usable = None if self.leases is None else self._leasable
+        ids = self.capacity.take(job.ranks, self.costs[n], usable)
+        if self.leases is not None:
+            if ids is not None:
+                self.leases.use(self._keys(ids))
+            self.leases.release_idle()  # those taken on the way and not used
         if ids is None:
+            if self.leases is not None and self.capacity.choose(job.ranks, self.costs[n]):
+                self._say_waiting(job)
             return False
         env = pool_devices.environment(ids, self.cards, self.threads)
-        process = start(job, self.sweep_dir, env, self._return_file(n))
-        self.running[n] = (process, ids)
+        process = start(job, self.sweep_dir, env, self._return_file(n), lifeline,
+                        self.kill_after_s, self.entry)  # fmt: skip
+        self.running[n] = (process, ids, time.time())
         log.info("trial job #%d started on device(s) %s (pid %d, output in %s)",
                  job.idx, ids, process.pid, job.job_dir / "launcher.log")  # fmt: skip
         return True
 
+    def _keys(self, ids: list[int]) -> list[str]:
+        """What identifies each device across processes: its GPU's UUID, else its id as the
+        machine numbers it (through this process's CUDA_VISIBLE_DEVICES)."""
+        if self.cards.uuids:
+            return [self.cards.uuids[i] for i in ids]
+        return pool_devices.cuda_mask(ids).split(",")
+
+    def _leasable(self, i: int) -> bool:
+        assert self.leases is not None
+        return self.leases.try_hold(self._keys([i])[0])
+
+    def _say_waiting(self, job: Job) -> None:
+        """One line per set of devices another process holds: which, and who."""
+        assert self.leases is not None
+        held = [i for i in self.capacity.free if self.capacity.free[i] > 0
+                and not self._leasable(i)]  # fmt: skip
+        self.leases.release_idle()
+        if not held or tuple(held) in self.waits_said:
+            return
+        self.waits_said.add(tuple(held))
+        holders = sorted({self.leases.holder(k) or "another process" for k in self._keys(held)})
+        log.warning(
+            "trial job #%d waits: device(s) %s are in use by %s on this machine (device leases "
+            "in %s; hydra.launcher.share_devices=true would run beside it)",
+            job.idx, held, ", ".join(holders), self.leases.directory,
+        )  # fmt: skip
+
     def _collect(self) -> None:
-        for n, (process, ids) in list(self.running.items()):
+        for n, (process, ids, started) in list(self.running.items()):
             code = process.poll()
             if code is None:
                 continue
             del self.running[n]
             self.capacity.give_back(ids, self.costs[n])
+            if self.leases is not None:
+                self.leases.done(self._keys(ids))
             uuids = [self.cards.uuids[i] for i in ids] if self.cards.uuids else []
-            ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids, self.signalled)
+            ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids, self.signalled,
+                          self.kill_after_s)  # fmt: skip
+            ret.duration_s = time.time() - started
             self.returns[n] = ret
             if ret.status == JobStatus.COMPLETED:
                 log.info("trial job #%d finished: %s", self.jobs[n].idx, ret.return_value)
@@ -171,8 +230,9 @@ class _Pool:
         previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
 
         def forward(signum: int, frame: Any) -> None:
-            self.signalled = self.signalled or signum
-            for process, _ in self.running.values():
+            if self.signalled is None:
+                self.signalled, self.signalled_at = signum, time.monotonic()
+            for process, _, _ in self.running.values():
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signum)
             before = previous[signal.Signals(signum)]
@@ -193,14 +253,20 @@ class _Pool:
             os.kill(os.getpid(), self.signalled)  # what the signal would have done to us
 
     def _stop_all(self) -> None:
-        """Ctrl-C or a failure of the loop: SIGTERM to every trial (each checkpoints), then
-        wait; SIGKILL for one that outlives KILL_AFTER_S."""
-        for process, _ in self.running.values():
+        """Ctrl-C or a failure of the loop: SIGTERM to every trial (each checkpoints; its
+        guard kills it kill_after_s later), then wait; the sweep kills what is left."""
+        for process, _, _ in self.running.values():
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
-        deadline = time.monotonic() + KILL_AFTER_S
-        for process, _ in self.running.values():
-            try:
+        deadline = time.monotonic() + self.kill_after_s + SWEEP_MARGIN_S
+        for process, _, _ in self.running.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
+        self._kill_all()
+
+    def _kill_all(self) -> None:
+        """SIGKILL to the process group of every trial still running (its guard leads it)."""
+        for process, _, _ in self.running.values():
+            if process.poll() is None:  # not reaped: its pid is still its group's id
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)

@@ -8,7 +8,6 @@ by its exit status.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from litforge import job_return
 from litforge.errors import ConfigError, LitforgeError
+from litforge.sweeps.pool.entry import entry_command
 
 # The sweep's own overrides, which the trial's single run must not repeat.
 _SWEEP_ONLY = (
@@ -35,7 +35,7 @@ _SWEEP_ONLY = (
 LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
 _PARSER = OverridesParser.create()
 _RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+GUARD = Path(__file__).with_name("guard.py")  # run as a script: it imports nothing of ours
 
 
 class TrialProcessDied(LitforgeError):
@@ -55,6 +55,7 @@ class PoolJobReturn(JobReturn):
 
     devices: list[int] = field(default_factory=list)
     device_uuids: list[str] = field(default_factory=list)
+    duration_s: float | None = None  # the trial's own time, start to end of its process
 
 
 @dataclass
@@ -78,13 +79,14 @@ class Job:
             config.hydra.runtime.output_dir = str(job_dir.absolute())
         return cls(idx, list(overrides), config, job_dir.absolute(), ranks_of(config, idx))
 
-    def command(self, sweep_dir: Path) -> list[str]:
-        """The trial's command line: the entry script, a single run in the job directory."""
+    def command(self, sweep_dir: Path, entry: list[str] | None = None) -> list[str]:
+        """The trial's command line: the app's program (`entry.entry_command`; this
+        process's own by default), a single run in the job directory."""
         hydra = self.config.hydra
         carried = [o for o in hydra.overrides.hydra if not _key(o).startswith(_SWEEP_ONLY)]
         named = "run_name" in self.config
         task = [o for o in hydra.overrides.task if not (named and _key(o) == "run_name")]
-        argv = [*entry_script(), *task, *carried, "hydra.mode=RUN"]
+        argv = [*(entry or entry_command(None)), *task, *carried, "hydra.mode=RUN"]
         argv += [
             f"hydra.run.dir={_quoted(str(self.job_dir))}",
             f"hydra.sweep.dir={_quoted(str(sweep_dir.absolute()))}",
@@ -115,39 +117,35 @@ def ranks_of(config: DictConfig, idx: int) -> int:
     return devices
 
 
-def entry_script() -> list[str]:
-    """How this process was started, as Lightning re-runs it for its ranks."""
-    import __main__
-
-    spec = getattr(__main__, "__spec__", None)
-    if spec is not None and spec.name:
-        return [sys.executable, "-m", spec.name]
-    return [sys.executable, os.path.abspath(sys.argv[0])]
-
-
-def start(job: Job, sweep_dir: Path, env: dict[str, str], return_file: Path) -> subprocess.Popen:
-    """The trial's process, its output in the job directory's launcher.log; it gets SIGTERM
-    (checkpoint, then stop) if the sweep process dies."""
+def start(job: Job, sweep_dir: Path, env: dict[str, str], return_file: Path, lifeline: int,
+          kill_after_s: float, entry: list[str] | None = None) -> subprocess.Popen:  # fmt: skip
+    """The trial's process, under its guard (`guard.py`: a process group of its own that
+    dies with the sweep, or kill_after_s after a signal); its output in the job
+    directory's launcher.log. `lifeline`: the read end of the sweep's lifeline pipe."""
     job.job_dir.mkdir(parents=True, exist_ok=True)
     return_file.unlink(missing_ok=True)
     environ = {k: v for k, v in os.environ.items() if k not in (*_RANK_ENV, LAUNCHER_PID)}
     environ.update(env)
     environ[job_return.ENV] = str(return_file)
+    guarded = [sys.executable, str(GUARD), str(lifeline), repr(float(kill_after_s)), "--"]
     with open(job.job_dir / "launcher.log", "ab") as out:
         return subprocess.Popen(
-            job.command(sweep_dir),
+            [*guarded, *job.command(sweep_dir, entry)],
             env=environ,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_sweep if sys.platform.startswith("linux") else None,
+            pass_fds=(lifeline,),
+            start_new_session=True,  # the guard leads a group: the trial and all it starts
         )
 
 
 def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
-            uuids: list[str], signalled: int | None = None) -> PoolJobReturn:  # fmt: skip
+            uuids: list[str], signalled: int | None = None,
+            kill_after_s: float | None = None) -> PoolJobReturn:  # fmt: skip
     """The job's JobReturn, from the file its process wrote, or else from its exit status
-    (`signalled`: the signal the sweep passed on to it, if any)."""
+    (`signalled`: the signal the sweep passed on to it, if any; `kill_after_s`: the grace
+    its guard gave it before SIGKILL)."""
     task_cfg = OmegaConf.masked_copy(job.config, [k for k in job.config if k != "hydra"])
     ret = PoolJobReturn(
         overrides=job.overrides, cfg=task_cfg, hydra_cfg=job.config,
@@ -161,6 +159,12 @@ def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
     ret.status = JobStatus.FAILED
     if record is not None:
         ret._return_value = _error(record)
+    elif signalled is not None and exit_code == -signal.SIGKILL and kill_after_s is not None:
+        ret._return_value = TrialStoppedEarly(
+            f"{signal.Signals(signalled).name} from the sweep: the trial was still running "
+            f"hydra.launcher.kill_after_s={kill_after_s:g} s later, so it was killed (its "
+            f"output: {job.job_dir / 'launcher.log'})"
+        )
     elif signalled is not None:
         ret._return_value = TrialStoppedEarly(
             f"{signal.Signals(signalled).name} from the sweep ended the trial's process "
@@ -216,17 +220,6 @@ def _exit_words(code: int) -> str:
         except ValueError:
             return f"signal {-code}"
     return f"exit status {code}"
-
-
-# Loaded here, not in the forked child: between fork and exec the child only calls it.
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-if _LIBC is not None:
-    _LIBC.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-
-
-def _die_with_sweep() -> None:
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _key(override: str) -> str:
