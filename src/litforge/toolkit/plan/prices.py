@@ -45,10 +45,11 @@ class Prices:
 
 def load(path: str | Path) -> Prices:
     """The prices in `path`; one ConfigError naming the file and key for anything wrong."""
+    # ValueError: not UTF-8, or an integer past Python's 4300 digits.
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"--prices {path}: cannot be read as YAML ({err})") from None
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as err:
+        raise ConfigError(f"--prices {path}: cannot be read as YAML ({_one_line(err)})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cards"), dict):
         raise ConfigError(f"--prices {path}: needs a `cards:` mapping of card name -> prices")
     known = {c.name: c for c in CARDS}
@@ -67,8 +68,18 @@ def load(path: str | Path) -> Prices:
     return Prices(cards, str(data.get("currency", "USD")), _text(data.get("date")), str(path))
 
 
+def _one_line(err: Exception) -> str:
+    """A YAML error's problem and where (its text spans lines), or any error's own line."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or getattr(err, "strerror", None) or str(err)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
+
+
 def _number(path: Any, key: str, value: Any) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # A YAML integer can be too large for a float (math.isfinite would raise).
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = number and abs(value) < 1e300 and math.isfinite(value)
     if not ok or value < 0 or (key.endswith("mtbf_hours") and value == 0):
         wanted = "a number of hours above 0" if key.endswith("mtbf_hours") else "a price >= 0"
         raise ConfigError(f"--prices {path}: {key}={value!r} must be {wanted}")
