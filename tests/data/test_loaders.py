@@ -6,8 +6,6 @@ A real Trainer is not needed to build a sampler: `train_loader` only reads
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -81,20 +79,18 @@ def test_shuffle_false_keeps_dataset_order():
 @pytest.mark.parametrize("n", [100, 1197])  # divisible by two ranks, and not
 def test_two_ranks_shard_disjointly_and_cover_the_training_set(n):
     ranks = [order(make(n=n, seed=5, world_size=2, rank=r)) for r in (0, 1)]
-    per_rank = math.ceil(n / 2)
-    padding = 2 * per_rank - n
+    per_rank = n // 2
+    dropped = n - 2 * per_rank
     assert [len(r) for r in ranks] == [per_rank, per_rank]
-    assert set(ranks[0]) | set(ranks[1]) == set(range(n))
-    # The sampler pads by repeating the first `padding` indices of the shuffled order.
-    counts = Counter(ranks[0] + ranks[1])
-    assert sum(c - 1 for c in counts.values()) == padding
-    assert len(set(ranks[0]) & set(ranks[1])) <= padding
-    if padding == 0:
-        assert set(ranks[0]).isdisjoint(ranks[1])
-    # A new epoch reshuffles every shard, and the shards still cover the set.
+    # Nothing repeated (no padding): the epoch's last `dropped` indices are left out.
+    assert set(ranks[0]).isdisjoint(ranks[1])
+    whole = make(n=n, seed=5).sampler.order()
+    assert set(ranks[0]) | set(ranks[1]) == set(whole[: n - dropped])
+    # A new epoch reshuffles every shard, and leaves out other samples.
     epoch1 = [order(make(n=n, seed=5, world_size=2, rank=r, epoch=1)) for r in (0, 1)]
     assert epoch1[0] != ranks[0] and epoch1[1] != ranks[1]
-    assert set(epoch1[0]) | set(epoch1[1]) == set(range(n))
+    assert set(epoch1[0]).isdisjoint(epoch1[1])
+    assert len(set(epoch1[0]) | set(epoch1[1])) == n - dropped
 
 
 def test_datamodule_shards_the_digits_training_set_across_two_ranks():
@@ -110,9 +106,8 @@ def test_datamodule_shards_the_digits_training_set_across_two_ranks():
         shards.append(indices)
     n = len(dm.train_set)
     assert n == 1197
-    assert set(shards[0]) | set(shards[1]) == set(range(n))
-    assert len(shards[0]) == len(shards[1]) == 599
-    assert len(set(shards[0]) & set(shards[1])) <= 1  # one index repeated as padding
+    assert len(shards[0]) == len(shards[1]) == 598  # the epoch's 1197th sample is dropped
+    assert set(shards[0]).isdisjoint(shards[1])  # nothing repeated as padding
 
 
 def test_eval_loaders_are_in_order_and_unsharded():

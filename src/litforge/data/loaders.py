@@ -11,6 +11,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import TypedDict
 
 from litforge.data.global_order import GlobalOrderSampler
+from litforge.errors import ConfigError
 
 
 class ResumableLoader(StatefulDataLoader):
@@ -54,7 +55,8 @@ def train_loader(
     position that survives another number of processes or micro-batch) even in a single
     process: Lightning calls its `set_epoch` each epoch and, because the DataModule built
     it, leaves it alone under DDP (Lightning's own sampler wrapper does not resume to the
-    same order). The `StatefulDataLoader` saves and restores the sampler's position.
+    same order). The `StatefulDataLoader` saves and restores the sampler's position. An
+    epoch repeats no sample: its rest beyond a multiple of the processes is dropped.
     `sampler`: another order with the same position rules (a sharded dataset's
     `BlockOrderSampler`), built for this trainer's world. `prefetch_factor`: batches
     each worker reads ahead (None: PyTorch's 2; only with workers).
@@ -66,6 +68,12 @@ def train_loader(
         seed=seed,
         shuffle=shuffle,
     )
+    if len(sampler) == 0:  # an epoch with nothing to train: Lightning would skip fit silently
+        raise ConfigError(
+            f"the training data has {sampler.size} sample(s) per epoch, fewer than the "
+            f"{sampler.num_replicas} processes: each process needs at least one (an epoch's "
+            "rest that does not divide by the processes is dropped, never repeated)"
+        )
     # A resumed run replays the saved position as soon as the loader is built, before
     # Lightning's own set_epoch call: the sampler must already hold the resumed epoch.
     sampler.set_epoch(trainer.current_epoch)

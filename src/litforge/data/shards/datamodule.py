@@ -12,12 +12,14 @@ from torch.utils.data import ConcatDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import Unpack
 
+from litforge import console
 from litforge.data.loaders import LoaderArgs, SplitDataModule, at_least, train_loader
+from litforge.data.shards import changed
 from litforge.data.shards.audit import SampleIdLog
 from litforge.data.shards.mixture import MixtureDataset, MixtureSampler
 from litforge.data.shards.order import WINDOW, BlockOrderSampler, LazyOrderSampler
 from litforge.data.shards.reader import ShardedDataset
-from litforge.errors import ConfigError
+from litforge.errors import ConfigError, redact_url
 
 SPLITS = ("train", "val", "test")
 
@@ -34,6 +36,7 @@ class StreamArgs(LoaderArgs, total=False):
     retries: int
     prefetch_factor: int
     record_ids: bool
+    accept_changed_data: bool
     storage_options: dict[str, Any] | None
 
 
@@ -49,7 +52,8 @@ def parse_streams(url: str | None, streams: Sequence[Any] | None) -> list[tuple[
         return [(str(url), 1.0)]
     if isinstance(streams, str | Mapping) or not isinstance(streams, Sequence) or not streams:
         raise ConfigError("data.streams must be a non-empty list of {url: ..., weight: ...}")
-    parsed = []
+    parsed: list[tuple[str, float]] = []
+    seen: dict[str, int] = {}
     for i, stream in enumerate(streams):
         key = f"data.streams[{i}]"
         if not isinstance(stream, Mapping) or not isinstance(stream.get("url"), str):
@@ -60,6 +64,13 @@ def parse_streams(url: str | None, streams: Sequence[Any] | None) -> list[tuple[
         ok = isinstance(weight, numbers.Real) and not isinstance(weight, bool)
         if not ok or not 0 < weight < float("inf"):
             raise ConfigError(f"{key}.weight={weight!r} must be a positive number")
+        url = stream["url"].rstrip("/")
+        if url in seen:  # two streams of one directory: its samples drawn under two turns
+            raise ConfigError(
+                f"{key}.url={redact_url(url)} is listed twice (also data.streams[{seen[url]}]): "
+                "list each directory once, with the weight it should have"
+            )
+        seen[url] = i
         parsed.append((stream["url"], float(weight)))
     return parsed
 
@@ -74,7 +85,9 @@ class StreamDataModule(SplitDataModule):
     cache_dir / cache_bytes: a local cache of fetched blocks, bounded (None: memory only);
     retries: attempts per read after the first, with exponential backoff;
     prefetch_factor: training batches each loader worker reads ahead;
-    record_ids: write the ids of the samples each rank trained on (`audit`)."""
+    record_ids: write the ids of the samples each rank trained on (`audit`);
+    accept_changed_data: a resume onto training shards that are not what the checkpoint
+    was reading (`changed`) continues at the next epoch's start instead of stopping."""
 
     def __init__(
         self,
@@ -88,6 +101,7 @@ class StreamDataModule(SplitDataModule):
         retries: int = 5,
         prefetch_factor: int = 2,
         record_ids: bool = False,
+        accept_changed_data: bool = False,
         storage_options: dict[str, Any] | None = None,
         **loader: Unpack[LoaderArgs],  # shuffle_seed, shuffle, num_workers
     ) -> None:
@@ -106,6 +120,8 @@ class StreamDataModule(SplitDataModule):
             )
         self.url = self.streams[0][0].rstrip("/")
         self.epoch_samples, self.record_ids = epoch_samples, record_ids
+        self.accept_changed_data = accept_changed_data
+        self._data_changed = False  # set on a resume onto other data, when accepted
         self._ids_log: SampleIdLog | None = None
         self._sampler: LazyOrderSampler | None = None
         self._audit_at = (0, 0)  # (sampler iteration, samples of it already recorded)
@@ -131,6 +147,27 @@ class StreamDataModule(SplitDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Nothing to load: blocks are read as the loaders ask for them."""
 
+    def _train_record(self) -> list[dict[str, Any]]:
+        one = len(self.streams) == 1
+        keys = ["data.url"] if one else [f"data.streams[{i}].url" for i in range(len(self.streams))]
+        return changed.record(list(zip(keys, self.split_streams["train"], strict=True)))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in each checkpoint: what training data the run is reading."""
+        return {"train_streams": self._train_record()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """On resume, before the first step: the training data must be what the checkpoint
+        was reading; a change is one line, or with accept_changed_data the restored epoch
+        ends at once (the sampler skips it)."""
+        found = changed.changes(state_dict.get("train_streams"), self._train_record())
+        if not found:
+            return
+        if not self.accept_changed_data:
+            raise ConfigError(changed.refusal(found))
+        console.warn(changed.accepted(found))
+        self._data_changed = True
+
     def train_sampler(self) -> LazyOrderSampler:
         """This trainer's rank's sampler over the training stream(s)."""
         world, rank = self.trainer.world_size, self.trainer.global_rank
@@ -147,6 +184,7 @@ class StreamDataModule(SplitDataModule):
     def train_dataloader(self) -> StatefulDataLoader:
         sampler = self._sampler = self.train_sampler()
         sampler.record = self.record_ids
+        sampler.skip_restored_epoch = self._data_changed
         return train_loader(
             self.train_set, self.trainer, self.batch_size, self.num_workers, self.shuffle_seed,
             self.shuffle, sampler=sampler, prefetch_factor=self.prefetch_factor,

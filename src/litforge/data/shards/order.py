@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -88,7 +87,7 @@ class Order(Protocol):
 
 
 class LazyOrderSampler(GlobalOrderSampler):
-    """`GlobalOrderSampler`'s position, padding and rank striding over an order drawn lazily
+    """`GlobalOrderSampler`'s position, epoch end and rank striding over an order drawn lazily
     from the position (`_order`), not one randperm of the whole dataset (which does not
     scale to 10^9 samples).
 
@@ -104,19 +103,14 @@ class LazyOrderSampler(GlobalOrderSampler):
         return list(self._order().from_position(0))
 
     def __iter__(self) -> Iterator[int]:
-        order = self._order()
-        left = self.size - self.start
-        total = self.start + math.ceil(left / self.num_replicas) * self.num_replicas
-        # From this rank's first position; past the end, the order's start again (padding,
-        # as DistributedSampler pads with its first indices).
+        # From this rank's first position to the epoch's end cut to a multiple of the
+        # number of processes: no padding, so no sample twice in an epoch.
         first = self.start + self.rank
-        stream = itertools.chain(
-            order.from_position(first), order.from_position(max(0, first - order.size))
-        )
+        stream = self._order().from_position(first)
         self._yielded = 0
         self.iteration = getattr(self, "iteration", 0) + 1
         self.yielded: list[int] = []
-        for index in itertools.islice(stream, 0, max(0, total - first), self.num_replicas):
+        for index in itertools.islice(stream, 0, max(0, self.end() - first), self.num_replicas):
             self._yielded += 1
             if self.record:
                 self.yielded.append(index)
