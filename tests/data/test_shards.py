@@ -111,10 +111,18 @@ def test_a_streamed_read_fills_the_cache_and_reads_it_back(tmp_path):
     write_shards(pairs(100), str(tmp_path / "ds"), samples_per_shard=50, samples_per_block=10)
     data = ShardedDataset(str(tmp_path / "ds"), cache_dir=str(tmp_path / "cache"))
     assert data[42][1] == 42 and len(list((tmp_path / "cache").glob("*.blk"))) == 1
-    again = ShardedDataset(str(tmp_path / "ds"), cache_dir=str(tmp_path / "cache"))
-    (tmp_path / "ds" / "shard-00000.lfs").unlink()  # served from the cache alone
-    again._headers[0] = [0]  # never asked: the block comes from the cache
+    again = ReadsCounted(str(tmp_path / "ds"), cache_dir=str(tmp_path / "cache"))
     assert again[45][1] == 45
+    header = again._headers[0][0][0]  # where the first block starts
+    assert again.reads and all(end is None or end <= header for _, end in again.reads)
+
+
+class ReadsCounted(ShardedDataset):
+    """A dataset that notes each (start, end) it reads from the store."""
+
+    def _fetch(self, name, start=None, end=None, **kwargs):
+        self.__dict__.setdefault("reads", []).append((start, end))
+        return super()._fetch(name, start, end, **kwargs)
 
 
 def test_bad_input_is_one_line(tmp_path, s3):
@@ -123,7 +131,7 @@ def test_bad_input_is_one_line(tmp_path, s3):
     write_shards(pairs(10), str(tmp_path / "old"))
     record = json.loads((tmp_path / "old" / INDEX).read_text())
     (tmp_path / "old" / INDEX).write_text(json.dumps({**record, "version": 99}))
-    with pytest.raises(ConfigError, match="format version 99, this litforge reads version 1"):
+    with pytest.raises(ConfigError, match="format version 99, this litforge reads version 2"):
         ShardedDataset(str(tmp_path / "old"))
     with pytest.raises(ConfigError, match="already holds shards"):
         write_shards(pairs(10), str(tmp_path / "old"))
@@ -147,15 +155,15 @@ def test_blocks_are_columns_when_samples_share_a_structure_and_lists_otherwise()
              {"m": torch.arange(3, dtype=torch.bfloat16) + i}) for i in range(5)]  # fmt: skip
     block = encode_block(same)
     assert block[:4] == b"LFCB"  # JSON and raw bytes: nothing unpickled on load
-    for want, got in zip(same, decode_block(block), strict=True):
+    for want, got in zip(same, decode_block(block, 5), strict=True):
         assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
         assert (want[2], want[3]) == (got[2], got[3]) and isinstance(got, tuple)
         assert torch.equal(want[4]["m"], got[4]["m"]) and got[4]["m"].dtype == torch.bfloat16
     pairs_ = [(torch.ones(2), 1), (torch.ones(2), 2)]
-    assert [y for _, y in decode_block(encode_block(pairs_))] == [1, 2]
+    assert [y for _, y in decode_block(encode_block(pairs_), 2)] == [1, 2]
     ragged = [torch.zeros(2), torch.zeros(3)]  # shapes differ: the list, torch.save'd
     assert encode_block(ragged)[:4] != b"LFCB"
-    assert [t.shape[0] for t in decode_block(encode_block(ragged))] == [2, 3]
+    assert [t.shape[0] for t in decode_block(encode_block(ragged), 2)] == [2, 3]
 
 
 def test_the_data_wait_warning_names_the_streaming_knobs(tmp_path):

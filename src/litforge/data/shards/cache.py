@@ -1,42 +1,104 @@
 """A bounded local cache of block bytes, shared by a run's processes (files in one
 directory). Written as a temporary file and renamed, so a process killed mid-write
-leaves no half block a later run could read; the oldest blocks go past `max_bytes`."""
+leaves no half block a later run could read; the oldest blocks go past `max_bytes`.
+
+A cache, not a requirement: a directory that cannot be made or written (read-only, a
+full disk) is one warning per directory and process, then reading goes on without it.
+What it holds may have been written by anyone sharing the directory, so the reader checks
+each block it gets from here against the shard's digest and drops a bad one (`drop`).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
+
+log = logging.getLogger("litforge")
+_WARNED: set[str] = set()  # directories already warned about in this process
+
+
+def _alive(pid: str) -> bool:
+    """Whether process `pid` (a .partial file's prefix) still runs on this machine."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, OverflowError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 class BlockCache:
     def __init__(self, directory: str | Path, max_bytes: int) -> None:
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
-        for stale in self.dir.glob("*.partial"):  # a writer killed mid-block (kill -9)
-            stale.unlink(missing_ok=True)
+        self.off = False  # set after a failed write: reads go on uncached
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for stale in self.dir.glob("*.partial"):
+                if not _alive(stale.name.split("-")[0]):  # its writer was killed (kill -9)
+                    stale.unlink(missing_ok=True)
+            fd, probe = self._partial()  # read-only shows here, before training starts
+            os.close(fd)
+            Path(probe).unlink(missing_ok=True)
+        except OSError as err:
+            self._give_up(err)
+
+    def _give_up(self, err: OSError) -> None:
+        self.off = True
+        if str(self.dir) not in _WARNED:
+            _WARNED.add(str(self.dir))
+            why = err.strerror or type(err).__name__
+            log.warning("data.cache_dir=%s cannot be written (%s): reading without a cache",
+                        self.dir, why)  # fmt: skip
 
     def _path(self, key: str) -> Path:
         return self.dir / f"{key}.blk"
 
     def get(self, key: str) -> bytes | None:
+        if self.off:
+            return None
         path = self._path(key)
         try:
             data = path.read_bytes()
+            os.utime(path)  # recently used: evicted last
         except OSError:
             return None
-        os.utime(path)  # recently used: evicted last
         return data
 
+    def drop(self, key: str) -> None:
+        """Forget a cached block found damaged."""
+        self._path(key).unlink(missing_ok=True)
+
     def put(self, key: str, data: bytes) -> None:
-        if len(data) > self.max_bytes:
+        if self.off or len(data) > self.max_bytes:
             return
-        fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".partial")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, self._path(key))
-        self._evict()
+        try:
+            self._write(key, data)
+            self._evict()
+        except OSError as err:  # a full disk, a directory made read-only meanwhile
+            self._give_up(err)
+
+    def _write(self, key: str, data: bytes) -> None:
+        """`data` at `key`'s path, whole or not at all (no .partial left on failure)."""
+        fd, tmp = self._partial()
+        try:
+            view = memoryview(data)
+            while view:  # os.write: a short write on a filling disk is not an error
+                view = view[os.write(fd, view) :]
+            os.close(fd)
+            fd = -1
+            os.replace(tmp, self._path(key))
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _partial(self) -> tuple[int, str]:
+        return tempfile.mkstemp(dir=self.dir, prefix=f"{os.getpid()}-", suffix=".partial")
 
     def _evict(self) -> None:
         entries = []

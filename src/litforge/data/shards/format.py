@@ -1,39 +1,47 @@
-"""The on-store layout of a sharded dataset (format version 1).
+"""The on-store layout of a sharded dataset (format version 2).
 
-    URL/index.json          {"format": "litforge-shards", "version": 1, "samples": N,
+    URL/index.json          {"format": "litforge-shards", "version": 2, "samples": N,
                              "samples_per_block": B, "shards": [{"name", "samples",
                              "bytes"}], "provides": ...}; written last: its presence
                             means every shard is complete
     URL/shard-00000.lfs     b"LFSH", version u32, samples u64, blocks u32, then
-                            blocks + 1 offsets u64 (from the file's start), then the
-                            blocks of up to B samples each: as columns when they share
-                            one structure (b"LFCB", u32 n, n bytes of JSON: the
-                            structure, each column's values or its tensor's dtype,
-                            shape and place; then the tensors' raw bytes: each leaf
-                            stacked over the samples), else a `torch.save` of the list
+                            blocks + 1 offsets u64 (from the file's start), then each
+                            block's digest (blake2b, 16 bytes), then the blocks of up to
+                            B samples each (`blocks`)
 
-A block is the unit of reading: one range request, then JSON and raw tensor bytes (or
-`torch.load(weights_only=True)`): tensors, numbers, strings, tuples, lists, dicts, and
-no code runs on load. Little-endian.
+Little-endian. Version 1 (no digests) is refused: a flipped byte in a block's tensor would
+have been read as a different sample.
+
+Everything here is read from a store someone else may write, so nothing is taken on
+trust: the index's fields are checked for type and range, a shard's header against the
+index (its sample count, block count and size), its offsets against each other and the
+file's size, and each block against its digest before it is decoded. A fault raises
+`Damaged` saying what is wrong; the reader names the file.
 """
 
 from __future__ import annotations
 
-import io
-import json
+import hashlib
+import itertools
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
+from litforge.data.shards.blocks import Damaged, decode_block, encode_block
 from litforge.errors import ConfigError
 
+__all__ = ["Damaged", "decode_block", "encode_block"]
+
 FORMAT = "litforge-shards"
-VERSION = 1
+VERSION = 2
 INDEX = "index.json"
 MAGIC = b"LFSH"
+DIGEST = 16  # bytes of a block's blake2b digest
 _HEAD = struct.Struct("<4sIQI")  # magic, version, samples, blocks
+HEAD_SIZE = _HEAD.size
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")  # a file beside the index, no path
+REWRITE = "rewrite the dataset with `litforge shards write`"
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,10 @@ class ShardInfo:
     name: str
     samples: int
     bytes: int
+
+
+def _count(value: Any, least: int) -> bool:
+    return type(value) is int and value >= least
 
 
 @dataclass(frozen=True)
@@ -62,151 +74,113 @@ class Index:
         }  # fmt: skip
 
     @classmethod
-    def from_json(cls, record: dict[str, Any], where: str) -> Index:
-        if record.get("format") != FORMAT:
-            raise ConfigError(
-                f"{where}: not a litforge shard index (format={record.get('format')!r})"
-            )
+    def from_json(cls, record: Any, where: str) -> Index:
+        """The index in `record` (parsed JSON), or one ConfigError line starting with
+        `where` (the index's URL) that says what is wrong."""
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            found = record.get("format") if isinstance(record, dict) else type(record).__name__
+            raise ConfigError(f"{where}: not a litforge shard index (format={found!r})")
         if record.get("version") != VERSION:
             raise ConfigError(
                 f"{where}: shards of format version {record.get('version')}, this litforge "
-                f"reads version {VERSION}; rewrite them with `litforge shards write`"
+                f"reads version {VERSION}; {REWRITE}"
             )
-        shards = [
-            ShardInfo(str(s["name"]), int(s["samples"]), int(s["bytes"])) for s in record["shards"]
-        ]
+        shards = record.get("shards")
+        if not isinstance(shards, list) or not shards:
+            raise ConfigError(f"{where}: damaged: no list of shards; {REWRITE}")
+        infos = []
+        for i, shard in enumerate(shards):
+            ok = isinstance(shard, dict) and isinstance(shard.get("name"), str)
+            if not ok or not _NAME.fullmatch(shard["name"]):
+                raise ConfigError(f"{where}: damaged: shard {i} has no file name; {REWRITE}")
+            if not _count(shard.get("samples"), 1) or not _count(shard.get("bytes"), 1):
+                raise ConfigError(
+                    f"{where}: damaged: shard {shard['name']} has no positive samples and bytes"
+                    f" counts; {REWRITE}"
+                )
+            infos.append(ShardInfo(shard["name"], shard["samples"], shard["bytes"]))
+        if len({s.name for s in infos}) != len(infos):
+            raise ConfigError(f"{where}: damaged: a shard is listed twice; {REWRITE}")
+        per_block = record.get("samples_per_block")
+        if not _count(per_block, 1):
+            raise ConfigError(
+                f"{where}: damaged: samples_per_block={str(per_block)[:20]}, not a positive "
+                f"count; {REWRITE}"
+            )
+        total = sum(s.samples for s in infos)
+        if record.get("samples") != total:
+            raise ConfigError(
+                f"{where}: damaged: samples={str(record.get('samples'))[:20]}, but its shards "
+                f"hold {total}; {REWRITE}"
+            )
+        provides = record.get("provides")
+        if provides is not None and not isinstance(provides, str):
+            raise ConfigError(f"{where}: damaged: provides is not a string; {REWRITE}")
         known = {"format", "version", "samples", "samples_per_block", "provides", "shards"}
         extra = {k: v for k, v in record.items() if k not in known}
-        return cls(shards, int(record["samples_per_block"]), record.get("provides"), extra)
+        return cls(infos, per_block, provides, extra)
 
 
-def _structure(sample: Any, leaves: list[Any]) -> Any:
-    """A plain description of `sample`'s nesting (loadable with weights_only), its leaves
-    appended to `leaves`; None for what a column cannot hold."""
-    if isinstance(sample, torch.Tensor):
-        leaves.append(sample)
-        return "tensor"
-    if isinstance(sample, bool | int | float | str):
-        leaves.append(sample)
-        return type(sample).__name__
-    if isinstance(sample, tuple | list):
-        parts = [_structure(s, leaves) for s in sample]
-        return None if None in parts else [type(sample).__name__, parts]
-    if isinstance(sample, dict) and all(isinstance(k, str) for k in sample):
-        parts = [_structure(v, leaves) for v in sample.values()]
-        return None if None in parts else ["dict", list(sample), parts]
-    return None
-
-
-def _columns(samples: list[Any]) -> dict[str, Any] | None:
-    """The block as columns: each tensor leaf stacked over the samples, each number or
-    string a list. Decoding then loads a few tensors, not two per sample (measured on
-    digits: 40 ms per block of 64 with torch.load's weights-only unpickler, 1 ms as
-    columns). None when the samples differ in structure, shape or dtype."""
-    rows: list[list[Any]] = []
-    structures = []
-    for sample in samples:
-        rows.append([])
-        structures.append(_structure(sample, rows[-1]))
-    if structures[0] is None or any(s != structures[0] for s in structures):
-        return None
-    columns: list[Any] = []
-    for leaf in zip(*rows, strict=True):
-        if isinstance(leaf[0], torch.Tensor):
-            if any(t.shape != leaf[0].shape or t.dtype != leaf[0].dtype for t in leaf):
-                return None
-            columns.append(torch.stack(leaf))
-        else:
-            columns.append(list(leaf))
-    return {"structure": structures[0], "columns": columns, "samples": len(samples)}
-
-
-def _build(structure: Any, columns: list[Any], at: list[int], i: int) -> Any:
-    if isinstance(structure, str):
-        value = columns[at[0]][i]
-        at[0] += 1
-        return value
-    if structure[0] == "dict":
-        return {
-            k: _build(s, columns, at, i) for k, s in zip(structure[1], structure[2], strict=True)
-        }
-    parts = [_build(s, columns, at, i) for s in structure[1]]
-    return tuple(parts) if structure[0] == "tuple" else parts
-
-
-_COLUMNS = b"LFCB"  # a block as columns: magic, u32 header length, JSON header, raw bytes
-
-
-def encode_block(samples: list[Any]) -> bytes:
-    block = _columns(samples)
-    if block is None:  # samples of differing structure: torch.save of the list
-        buffer = io.BytesIO()
-        torch.save(samples, buffer)
-        return buffer.getvalue()
-    header: list[Any] = []
-    payload: list[bytes] = []
-    at = 0
-    for column in block["columns"]:
-        if isinstance(column, torch.Tensor):
-            raw = column.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-            header.append({"dtype": str(column.dtype).removeprefix("torch."),
-                           "shape": list(column.shape), "at": at, "bytes": len(raw)})  # fmt: skip
-            payload.append(raw)
-            at += len(raw)
-        else:
-            header.append({"values": column})
-    meta = json.dumps({"structure": block["structure"], "samples": block["samples"],
-                       "columns": header}).encode()  # fmt: skip
-    return _COLUMNS + struct.pack("<I", len(meta)) + meta + b"".join(payload)
-
-
-def decode_block(data: bytes) -> list[Any]:
-    if data[:4] != _COLUMNS:
-        return torch.load(io.BytesIO(data), weights_only=True)
-    (size,) = struct.unpack_from("<I", data, 4)
-    meta = json.loads(data[8 : 8 + size])
-    raw = bytearray(data[8 + size :])  # writable: torch.frombuffer shares it
-    columns: list[Any] = []
-    for column in meta["columns"]:
-        if "values" in column:
-            columns.append(column["values"])
-            continue
-        flat = torch.frombuffer(raw, dtype=torch.uint8, count=column["bytes"], offset=column["at"])
-        stacked = flat.view(getattr(torch, column["dtype"])).view(column["shape"])
-        columns.append(stacked.unbind(0))  # every row's view in one call, not one each
-    structure = meta["structure"]
-    if isinstance(structure, str):  # one leaf per sample
-        return list(columns[0])
-    if structure[0] == "tuple" and all(isinstance(s, str) for s in structure[1]):
-        return list(zip(*columns, strict=True))  # (x, y) samples, the common case, at C speed
-    return [_build(structure, columns, [0], i) for i in range(meta["samples"])]
+def block_digest(block: bytes) -> bytes:
+    return hashlib.blake2b(block, digest_size=DIGEST).digest()
 
 
 def encode_shard(blocks: list[bytes], samples: int) -> bytes:
-    header = _HEAD.size + 8 * (len(blocks) + 1)
+    header = _HEAD.size + (8 + DIGEST) * len(blocks) + 8
     offsets, at = [], header
     for block in blocks:
         offsets.append(at)
         at += len(block)
     offsets.append(at)
-    head = _HEAD.pack(MAGIC, VERSION, samples, len(blocks)) + struct.pack(
-        f"<{len(offsets)}Q", *offsets
-    )
-    return head + b"".join(blocks)
+    head = _HEAD.pack(MAGIC, VERSION, samples, len(blocks))
+    head += struct.pack(f"<{len(offsets)}Q", *offsets)
+    return head + b"".join(map(block_digest, blocks)) + b"".join(blocks)
 
 
-def header_size(first_bytes: bytes) -> int:
-    """Bytes of a shard's header, from its first `_HEAD.size` bytes."""
-    magic, version, _, blocks = _HEAD.unpack(first_bytes[: _HEAD.size])
-    if magic != MAGIC or version != VERSION:
-        raise ConfigError(f"a shard of another format (magic {magic!r}, version {version})")
-    return _HEAD.size + 8 * (blocks + 1)
+def header_size(first_bytes: bytes, shard: ShardInfo, samples_per_block: int, index: str) -> int:
+    """Bytes of a shard's header, from its first `HEAD_SIZE` bytes, once they agree with
+    what the index (at URL `index`) says of the shard; else Damaged."""
+    if len(first_bytes) < _HEAD.size:
+        raise Damaged(f"{len(first_bytes)} bytes, shorter than a shard's header (truncated)")
+    magic, version, samples, blocks = _HEAD.unpack(first_bytes[: _HEAD.size])
+    if magic != MAGIC:
+        raise Damaged(f"not a litforge shard (its first bytes are {magic!r}, not {MAGIC!r})")
+    if version != VERSION:
+        raise Damaged(f"a shard of format version {version}, this litforge reads {VERSION}")
+    if samples != shard.samples:
+        raise Damaged(f"its header counts {samples} samples, {index} says {shard.samples}")
+    expected = -(-samples // samples_per_block)
+    if blocks != expected:
+        raise Damaged(
+            f"its header counts {blocks} blocks; {samples} samples of {samples_per_block} per "
+            f"block ({index}) make {expected}"
+        )
+    return _HEAD.size + (8 + DIGEST) * blocks + 8
 
 
-def block_offsets(header: bytes) -> list[int]:
-    """Start offsets of each block, and the end of the last one."""
+def block_offsets(header: bytes, shard: ShardInfo) -> tuple[list[int], list[bytes]]:
+    """Start offsets of each block and the end of the last one, and each block's digest,
+    from a whole header (`header_size` bytes) whose offsets run in order to the file's end."""
     _, _, _, blocks = _HEAD.unpack(header[: _HEAD.size])
-    return list(struct.unpack_from(f"<{blocks + 1}Q", header, _HEAD.size))
+    if len(header) != _HEAD.size + (8 + DIGEST) * blocks + 8:
+        raise Damaged(f"a header of {len(header)} bytes for {blocks} blocks (truncated)")
+    offsets = list(struct.unpack_from(f"<{blocks + 1}Q", header, _HEAD.size))
+    at = _HEAD.size + 8 * (blocks + 1)
+    digests = [header[at + DIGEST * i : at + DIGEST * (i + 1)] for i in range(blocks)]
+    if offsets[0] != len(header):
+        raise Damaged(
+            f"its first block starts at byte {offsets[0]}, its header ends at {len(header)}"
+        )
+    if any(b <= a for a, b in itertools.pairwise(offsets)):
+        raise Damaged("its block offsets are out of order")
+    if offsets[-1] != shard.bytes:
+        raise Damaged(f"its blocks end at byte {offsets[-1]} of a {shard.bytes}-byte file")
+    return offsets, digests
 
 
-HEAD_SIZE = _HEAD.size
+def check_block(data: bytes, block: int, start: int, end: int, digest: bytes) -> None:
+    """Damaged unless `data` is block `block`'s bytes [start, end) as written."""
+    if len(data) != end - start:
+        raise Damaged(f"block {block} is {len(data)} of its {end - start} bytes (truncated)")
+    if block_digest(data) != digest:
+        raise Damaged(f"block {block} (bytes {start}-{end}) does not match its digest")

@@ -4,7 +4,9 @@ cache. Nothing is downloaded up front: a fresh machine reads its first block at 
 
 Store errors are retried with exponential backoff; after the last attempt the run stops
 with one line (`DataStoreUnreachable`, an interruption: the same command continues from
-the last completed checkpoint).
+the last completed checkpoint). A damaged file is not an outage: the index and each shard's
+header are checked against each other and every block against its digest (`format`), and
+a fault is one line naming the file's URL (`DamagedShards`), not retried.
 """
 
 from __future__ import annotations
@@ -23,14 +25,11 @@ from torch.utils.data import Dataset
 
 from litforge.data.shards import format as fmt
 from litforge.data.shards.cache import BlockCache
-from litforge.errors import STORE_ADVICE, ConfigError, LitforgeError, redact_url
+from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
+from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
 
-
-class DataStoreUnreachable(LitforgeError):
-    """Reading the data store failed after every retry."""
-
-    exit_code = 75
+__all__ = ["DamagedShards", "DataStoreUnreachable", "ShardedDataset"]
 
 
 def _one_try(url: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -78,18 +77,22 @@ class ShardedDataset(Dataset):
         self.storage_options = _one_try(url, dict(storage_options or {}))
         self._fs: Any = None
         self._fs_pid = 0
-        self._headers: dict[int, list[int]] = {}
+        self._headers: dict[int, tuple[list[int], list[bytes]]] = {}  # offsets, digests
         self._blocks: OrderedDict[tuple[int, int], list[Any]] = OrderedDict()
-        self._cache: BlockCache | None = None
         self.index = self._read_index()
         self.counts = [s.samples for s in self.index.shards]
         self.starts = list(itertools.accumulate([0, *self.counts]))
-        self._url_key = hashlib.sha256(url.encode()).hexdigest()[:16]
+        # Cached blocks are this URL's as of this index: a dataset rewritten in place
+        # never gets the old one's bytes (and each block is checked against its digest).
+        self._cache_key = hashlib.sha256(f"{url}\n{self.fingerprint}".encode()).hexdigest()[:16]
+        # Opened here, in the main process: a cache_dir that cannot be written is one
+        # warning before training, and the loader workers inherit the verdict.
+        self._cache = BlockCache(cache_dir, cache_bytes) if cache_dir is not None else None
 
     # -- the store --------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:  # to DataLoader workers: no live connection
-        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict(), "_cache": None}
+        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict()}
 
     @property
     def fs(self) -> Any:
@@ -107,13 +110,16 @@ class ShardedDataset(Dataset):
         return f"{self._root.rstrip('/')}/{name}"
 
     def _fetch(self, name: str, start: int | None = None, end: int | None = None,
-               retries: int | None = None, before_training: bool = False) -> bytes:  # fmt: skip
-        """`name`'s bytes (a range of them), retried; `before_training`: the failure's
-        message says no checkpoint to resume from (there is none yet)."""
+               retries: int | None = None, before_training: bool = False,
+               size: bool = False) -> Any:  # fmt: skip
+        """`name`'s bytes (a range of them; `size`: its size in bytes), retried;
+        `before_training`: the failure's message says no checkpoint to resume from."""
         retries = self.retries if retries is None else retries
         resume = "" if before_training else "; the same command resumes from the last checkpoint"
         for attempt in range(retries + 1):
             try:
+                if size:
+                    return self.fs.size(self._path(name))
                 return self.fs.cat_file(self._path(name), start=start, end=end)
             except FileNotFoundError:
                 raise
@@ -130,13 +136,14 @@ class ShardedDataset(Dataset):
 
     def _read_index(self) -> fmt.Index:
         where = f"data.url={redact_url(self.url)}"
+        index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
         try:
             # Before training: a short retry, so a wrong endpoint is one line in seconds.
             raw = self._fetch(fmt.INDEX, retries=min(self.retries, 2), before_training=True)
         except FileNotFoundError:
             raise ConfigError(
-                f"{where}: no {fmt.INDEX} there: not a shard directory, or its writing did "
-                "not finish (write it with `litforge shards write`)"
+                f"{where}: no {fmt.INDEX} there ({index_url}): not a shard directory, or its "
+                "writing did not finish (write it with `litforge shards write`)"
             ) from None
         except DataStoreUnreachable as err:
             raise ConfigError(str(err)) from None
@@ -151,9 +158,12 @@ class ShardedDataset(Dataset):
         self.fingerprint: str = hashlib.sha256(raw).hexdigest()
         try:
             record = json.loads(raw)
-        except ValueError:
-            raise ConfigError(f"{where}: {fmt.INDEX} is not JSON") from None
-        return fmt.Index.from_json(record, where)
+        except (ValueError, RecursionError):
+            raise DamagedShards(f"{index_url}: damaged: not JSON; {fmt.REWRITE}") from None
+        try:
+            return fmt.Index.from_json(record, index_url)
+        except ConfigError as err:
+            raise DamagedShards(str(err)) from None
 
     # -- samples ------------------------------------------------------------------------
 
@@ -182,35 +192,71 @@ class ShardedDataset(Dataset):
         if key in self._blocks:
             self._blocks.move_to_end(key)
             return self._blocks[key]
+        info, per = self.index.shards[shard], self.index.samples_per_block
         data = self._block_bytes(shard, block)
-        samples = fmt.decode_block(data)
+        try:
+            samples = fmt.decode_block(data, min(per, info.samples - block * per))
+        except fmt.Damaged as err:
+            raise self._damaged(info.name, f"block {block}: {err}") from None
         self._blocks[key] = samples
         if len(self._blocks) > self.memory_blocks:
             self._blocks.popitem(last=False)
         return samples
 
+    def _damaged(self, name: str, what: str) -> DamagedShards:
+        return DamagedShards(
+            f"{redact_url(self.url).rstrip('/')}/{name}: damaged: {what}; {fmt.REWRITE}"
+        )
+
     def _block_bytes(self, shard: int, block: int) -> bytes:
+        """Block `block` of `shard`, from the disk cache or the store, as its digest says."""
         name = self.index.shards[shard].name
-        cache = self._disk_cache()
-        key = f"{self._url_key}-{name}-{block}"  # datasets may share one cache directory
-        if cache is not None and (hit := cache.get(key)) is not None:
-            return hit
-        offsets = self._header(shard)
-        data = self._fetch(name, offsets[block], offsets[block + 1])
-        if cache is not None:
-            cache.put(key, data)
+        offsets, digests = self._header(shard)
+        start, end, digest = offsets[block], offsets[block + 1], digests[block]
+        key = f"{self._cache_key}-{name}-{block}"  # datasets may share one cache directory
+        if self._cache is not None and (hit := self._cache.get(key)) is not None:
+            try:
+                fmt.check_block(hit, block, start, end, digest)
+                return hit
+            except fmt.Damaged:  # another writer's, or a damaged disk: fetched again
+                self._cache.drop(key)
+        data = self._shard_bytes(shard, start, end)
+        try:
+            fmt.check_block(data, block, start, end, digest)
+        except fmt.Damaged as err:
+            raise self._damaged(name, str(err)) from None
+        if self._cache is not None:
+            self._cache.put(key, data)
         return data
 
-    def _header(self, shard: int) -> list[int]:
-        if shard not in self._headers:
-            name = self.index.shards[shard].name
-            size = fmt.header_size(self._fetch(name, 0, fmt.HEAD_SIZE))
-            self._headers[shard] = fmt.block_offsets(self._fetch(name, 0, size))
-        return self._headers[shard]
+    def _shard_bytes(self, shard: int, start: int | None = None, end: int | None = None,
+                     size: bool = False) -> Any:  # fmt: skip
+        name = self.index.shards[shard].name
+        try:
+            return self._fetch(name, start, end, size=size)
+        except FileNotFoundError:
+            index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
+            raise self._damaged(name, f"listed in {index_url} but not there (deleted?)") from None
 
-    def _disk_cache(self) -> BlockCache | None:
-        if self.cache_dir is None:
-            return None
-        if self._cache is None:
-            self._cache = BlockCache(self.cache_dir, self.cache_bytes)
-        return self._cache
+    def _header(self, shard: int) -> tuple[list[int], list[bytes]]:
+        """Shard `shard`'s block offsets and digests, once its size and header agree with
+        the index."""
+        if shard in self._headers:
+            return self._headers[shard]
+        info, name = self.index.shards[shard], self.index.shards[shard].name
+        index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
+        size = self._shard_bytes(shard, size=True)
+        if size != info.bytes:
+            state = "empty" if size == 0 else f"{size} bytes"
+            raise self._damaged(name, f"{state}, {index_url} says {info.bytes} (truncated?)")
+        try:
+            first = self._shard_bytes(shard, 0, fmt.HEAD_SIZE)
+            per_block = self.index.samples_per_block
+            length = fmt.header_size(first, info, per_block, index_url)
+            if length > info.bytes:
+                raise fmt.Damaged(f"its header claims {length} bytes of a {info.bytes}-byte file")
+            header = fmt.block_offsets(self._shard_bytes(shard, 0, length), info)
+        except fmt.Damaged as err:
+            raise self._damaged(name, str(err)) from None
+        self._headers[shard] = header
+        return header
