@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 from tests.helpers import CONF, ROOT
 
@@ -116,3 +120,34 @@ def test_an_installed_hydra_optuna_sweeper_keeps_its_target(tmp_path):
     assert alone.stdout.split() == [
         UPSTREAM.rpartition(".")[0], "hydra_plugins.litforge_optuna.optuna_sweeper"
     ]  # fmt: skip
+
+
+# Slow (~20 s, two train.py sweeps); make test covers it in-process: test_trial_dirs's
+# new-study-name directory case and its two-studies-in-one-sweep-directory case.
+@pytest.mark.slow
+def test_a_new_study_name_runs_its_own_trials_not_the_last_studys(tmp_path):
+    """docs/sweeps.md's advice, "start a new study_name for a new space", in an LHT project:
+    the second study neither resumes the first's checkpoints nor reports its values."""
+    home = project(tmp_path)
+    base = ["train.py", "hparams_search=mnist_optuna", "debug=limit", "test=false",
+            "trainer.max_epochs=1", "hydra.sweeper.n_trials=1"]  # fmt: skip
+    studies = {}
+    for name in ("lr_search", "lr_search_v2"):
+        done = run(home, *base, f"hydra.sweeper.study_name={name}")
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out[-3000:]
+        assert "already finished" not in out and "Traceback" not in out
+        study_dir = Path(re.search(r"-> (\S+)/best.yaml", out).group(1))  # where it went
+        with (study_dir / "trials.csv").open() as f:
+            studies[name] = list(csv.DictReader(f))
+        log = (study_dir / "0" / "train.log").read_text()
+        assert "resuming from" not in log and "no checkpoint in" in log, log[-2000:]
+    first, second = studies["lr_search"], studies["lr_search_v2"]
+    # Each named after its study: its own journal, trials.csv and best.yaml.
+    assert sorted(p.name for p in (home / "multirun" / "train").iterdir()) == list(studies)
+    assert len(first) == len(second) == 1 and second[0]["state"] == "COMPLETE"
+    assert second[0]["run_dir"] == str(home / "multirun" / "train" / "lr_search_v2" / "0")
+    assert second[0]["model.optimizer.lr"] != first[0]["model.optimizer.lr"]
+    best = yaml.safe_load((home / "multirun/train/lr_search_v2/best.yaml").read_text())
+    assert best["params"]["model.optimizer.lr"] == float(second[0]["model.optimizer.lr"])
+    assert Path(best["run_dir"]).parent.name == "lr_search_v2"

@@ -4,9 +4,12 @@ With the default storage (`hydra.sweeper.storage: null`) the study's journal is 
 directory. A sweep directory that names the time (litforge's and Hydra's default
 `multirun/.../${now:...}`, lightning-hydra-template's `.../multiruns/${now:...}`) would give
 every rerun a new, empty study, so a preempted sweep would repeat every trial. Such a
-directory is made stable instead: its part before the time, then the hparams_search option
-(or the study name), as conf/hparams_search/digits_optuna.yaml writes it,
-`multirun/${task_name}/${hydra.sweeper.study_name}`.
+directory is made stable instead: its part before the time, then the study's name, as
+conf/hparams_search/digits_optuna.yaml writes it, `multirun/${task_name}/${hydra.sweeper.study_name}`.
+A study left unnamed (`study_name: null`, lightning-hydra-template's configs; or litforge's
+default, the task name) is named there by its hparams_search option instead, so that two
+options do not share a directory. Either way a new `study_name` gets a directory, a journal
+and trial directories of its own: trials of two studies never share a run directory.
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ def stable_sweep_dir(
         return None
     parts = raw.split("/")
     first_timed = next(i for i, part in enumerate(parts) if TIME in part)
-    choices = OmegaConf.select(config, "hydra.runtime.choices", default=None) or {}
-    name = choices.get("hparams_search") or study_name
+    name = directory_name(config, study_name)
     stable = "/".join([*parts[:first_timed], str(name)])
     with flag_override(config, ["struct", "readonly"], [False, False]):
         config.hydra.sweep.dir = stable
@@ -51,3 +53,12 @@ def stable_sweep_dir(
         study_name, resolved,
     )  # fmt: skip
     return resolved
+
+
+def directory_name(config: DictConfig, study_name: str) -> str:
+    """The study's name; for a study named by default (the job's name) the hparams_search
+    option, when there is one."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices", default=None) or {}
+    option = choices.get("hparams_search")
+    unnamed = study_name == str(OmegaConf.select(config, "hydra.job.name", default=""))
+    return str(option) if option and unnamed else study_name

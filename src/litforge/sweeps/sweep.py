@@ -4,7 +4,8 @@
 command runs only the missing ones; several workers on one storage share them. Each trial is
 one job of Hydra's launcher, in the sweep directory's subdirectory named after the trial (a
 retried trial reuses the directory of the trial it continues, so it resumes from its
-checkpoints).
+checkpoints; a directory that records another study's trial or other parameters is never
+reused: litforge.sweeps.trial_dirs).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from litforge.sweeps import (
     search_space,
     settings,
     signals,
+    trial_dirs,
 )
 from litforge.sweeps import study as studies
-from litforge.sweeps.study import DEVICES, NOT_COUNTED, RETRY_OF, RUN_DIR
+from litforge.sweeps.study import DEVICES, DURATION, NOT_COUNTED, RETRY_OF, RUN_DIR
 from litforge.validation import monitor_mode
 
 log = logging.getLogger("litforge")
@@ -195,19 +197,8 @@ class Sweep:
         sweep_dir: Path,
         leases: studies.Leases,
     ) -> list[JobReturn]:
-        jobs = []
-        for trial in batch:
-            frozen = study._storage.get_trial(trial._trial_id)
-            line = studies.lineage(frozen)
-            overrides = [*space.overrides(trial.params), f"hydra.sweep.subdir={line}"]
-            overrides += self.trial_overrides(trial.number, study.study_name, sweep_dir)
-            trial.set_user_attr(RUN_DIR, str((sweep_dir / str(line)).absolute()))
-            if line != trial.number:
-                log.info(
-                    "trial %d continues trial %d in %s", trial.number, line, sweep_dir / str(line)
-                )
-            jobs.append(overrides)
         try:
+            jobs = [self._job(study, space, trial, sweep_dir) for trial in batch]
             try:
                 self.validate_batch_is_legal(jobs)
             except HydraException as err:
@@ -232,6 +223,25 @@ class Sweep:
         if stop is not None and self.stopped_by is None:
             self.stopped_by = stop
         return list(results)
+
+    def _job(
+        self,
+        study: optuna.Study,
+        space: search_space.SearchSpace,
+        trial: optuna.Trial,
+        sweep_dir: Path,
+    ) -> list[str]:
+        """The overrides of `trial`'s job, in the run directory that is its own."""
+        frozen = study._storage.get_trial(trial._trial_id)
+        line = studies.lineage(frozen)
+        owner = trial_dirs.Owner(study.study_name, line, dict(frozen.params))
+        run_dir = trial_dirs.claim(sweep_dir, owner)
+        overrides = [*space.overrides(trial.params), f"hydra.sweep.subdir={run_dir.name}"]
+        overrides += self.trial_overrides(trial.number, study.study_name, sweep_dir)
+        trial.set_user_attr(RUN_DIR, str(run_dir.absolute()))
+        if line != trial.number:
+            log.info("trial %d continues trial %d in %s", trial.number, line, run_dir)
+        return overrides
 
     def trial_overrides(self, number: int, study_name: str, sweep_dir: Path) -> list[str]:
         """What ties a trial's run to the study: the pruning callback's trial number, and
@@ -262,6 +272,9 @@ class Sweep:
         if devices:
             uuids = getattr(result, "device_uuids", None) or []
             trial.set_user_attr(DEVICES, " ".join(map(str, devices + uuids)))
+        duration = getattr(result, "duration_s", None)  # the trial's own time (trials.csv)
+        if duration is not None:
+            trial.set_user_attr(DURATION, round(float(duration), 3))
         stop = outcomes.tell(study, trial, result, self.objectives, in_process)
         if stop is not None and self.stopped_by is None:
             self.stopped_by = stop
