@@ -19,6 +19,7 @@ import torch
 import yaml
 
 from litforge.commands.plan import main as plan
+from litforge.launch.skypilot_task import stable_run_name
 from tests.checkpointing.test_resume_exact import assert_bitwise_equal
 from tests.helpers import ROOT
 
@@ -108,18 +109,100 @@ def test_two_nodes_halve_the_micro_batch_when_there_is_no_accumulation_to_divide
             ["--launch", "skypilot", "--prices", "BAD", "--bucket", "s3://litforge/x"],
             "clouds must be a list of {cloud: ..., region: ...}",
         ),
+        (
+            [
+                "--launch",
+                "skypilot",
+                "--prices",
+                "P",
+                "--bucket",
+                "s3://litforge/x",
+                "--out",
+                "{tmp}",
+            ],
+            "error: --out {tmp}: a directory; give the job file's name",
+        ),
+        (
+            [
+                "--launch",
+                "skypilot",
+                "--prices",
+                "P",
+                "--bucket",
+                "s3://litforge/x",
+                "--out",
+                "{tmp}/missing/job.yaml",
+            ],
+            "error: --out {tmp}/missing/job.yaml: directory {tmp}/missing does not exist",
+        ),
+        (
+            ["--bucket", "s3://litforge/x"],
+            "error: --bucket s3://litforge/x is an option of a job file, and without --launch",
+        ),
+        (["--out", "job.yaml"], "error: --out job.yaml is an option of a job file"),
+        (["--nodes", "2"], "error: --nodes 2 is an option of a job file"),
     ],  # fmt: skip
 )
 def test_bad_launch_input_is_one_line(s3, tmp_path, capsys, extra, said):
     (tmp_path / "prices.yaml").write_text(PRICES)
     (tmp_path / "bad.yaml").write_text(PRICES.replace("- {cloud: gcp}", "- gcp"))
     named = {"P": str(tmp_path / "prices.yaml"), "BAD": str(tmp_path / "bad.yaml")}
-    extra = [named.get(e, e) for e in extra]
+    extra = [named.get(e, e).replace("{tmp}", str(tmp_path)) for e in extra]
+    said = said.replace("{tmp}", str(tmp_path))
     with pytest.raises(SystemExit) as stop:
         plan(extra)
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_existing_job_file_is_not_overwritten(s3, tmp_path, capsys):
+    job = write_job(tmp_path)  # the same job written again: nothing changes, and it says so
+    capsys.readouterr()
+    assert write_job(tmp_path) == job
+    assert "unchanged: " in capsys.readouterr().out
+    (tmp_path / "job.yaml").write_text("# another job of mine\n")
+    with pytest.raises(SystemExit) as stop:
+        write_job(tmp_path, "data.batch_size=32")
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: --out {tmp_path / 'job.yaml'} exists and holds another job" in err, err
+    assert (tmp_path / "job.yaml").read_text() == "# another job of mine\n"
+
+
+def test_the_default_run_name_differs_across_projects_and_configs_and_stays_put(tmp_path):
+    one, other = tmp_path / "vision", tmp_path / "speech"
+    for root, name in ((one, "lab-vision"), (other, "lab-speech")):
+        root.mkdir()
+        (root / "pyproject.toml").write_text(f'[build-system]\nrequires = []\n\n[project]\n'
+                                             f'version = "0.1"\nname = "{name}"\n')  # fmt: skip
+    names = {
+        stable_run_name([], one), stable_run_name([], other),
+        stable_run_name(["experiment=gpt_char"], one), stable_run_name(["model=big"], one),
+    }  # fmt: skip
+    assert len(names) == 4 and not any(n.startswith("job-e3b0c44298") for n in names)
+    assert stable_run_name([], one).startswith("lab-vision-")
+    # The same project and overrides, in any order: the same name on every relaunch.
+    assert stable_run_name(["a=1", "b=2"], one) == stable_run_name(["b=2", "a=1"], one)
+    renamed = tmp_path / "copy-of-vision"  # another checkout: the name says which project
+    one.rename(renamed)
+    assert stable_run_name([], renamed) != stable_run_name([], tmp_path / "vision")
+    bare = tmp_path / "no_pyproject"
+    bare.mkdir()
+    assert stable_run_name([], bare).startswith("no-pyproject-")
+    assert stable_run_name(["run_name=mine"], one) == "mine"
+
+
+def test_a_job_without_run_name_is_named_after_the_project(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the project (and SkyPilot's workdir) is where plan runs
+    (tmp_path / "prices.yaml").write_text(PRICES)
+    overrides = [o for o in RUN if not o.startswith("run_name=")]
+    plan([*overrides, "--launch", "skypilot", "--bucket", "s3://litforge/jobs", "--prices",
+          str(tmp_path / "prices.yaml"), "--out", str(tmp_path / "job.yaml")])  # fmt: skip
+    run = yaml.safe_load((tmp_path / "job.yaml").read_text())["run"]
+    name = stable_run_name(overrides, ROOT)
+    assert name.startswith("litforge-") and f"run_name={name}" in run
 
 
 def machine(tmp_path: Path, name: str) -> Path:

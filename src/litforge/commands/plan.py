@@ -107,10 +107,9 @@ def _work(subject: Subject, effective_batch: int) -> search.Work:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    if args.launch is not None:
-        from litforge.commands.plan_launch import check_launch
+    from litforge.commands.plan_launch import check_launch
 
-        check_launch(args)
+    check_launch(args)  # also: a launch option without --launch is one line
     cards, price_list = _check(args)
     measured = _measured_rates(args.matmul) if args.matmul else {}
     restarts = economics.from_run(args.from_run) if args.from_run else economics.estimated()

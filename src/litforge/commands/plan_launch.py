@@ -15,11 +15,21 @@ from litforge.launch.skypilot_task import ENGINES, Job, render, stable_run_name
 from litforge.toolkit.plan import prices
 from litforge.toolkit.plan.table import Option
 
+# The options that only shape a job file: without --launch nothing would read them.
+LAUNCH_ONLY = ("bucket", "out", "card", "count")
+
 
 def check_launch(args: argparse.Namespace) -> None:
     """Everything about the launch options that can be wrong, before the plan is worked out."""
     from litforge.checkpointing.store import CheckpointStore
 
+    if args.launch is None:
+        given = [f"--{k} {getattr(args, k)}" for k in LAUNCH_ONLY if getattr(args, k) is not None]
+        given += [f"--nodes {args.nodes}"] if args.nodes != 1 else []
+        if given:
+            raise ConfigError(f"{given[0]} is an option of a job file, and without --launch "
+                              "none is written: add --launch skypilot, or leave it out")  # fmt: skip
+        return
     if args.launch not in ENGINES:
         raise ConfigError(f"--launch {args.launch}: not an engine litforge writes jobs for "
                           f"(one of: {', '.join(ENGINES)})")  # fmt: skip
@@ -39,6 +49,7 @@ def check_launch(args: argparse.Namespace) -> None:
             f"--bucket {args.bucket}: a local path, and a spot VM's disk does not survive "
             "its preemption; give a bucket URL (s3://BUCKET/prefix, gs://..., az://...)"
         )
+    _check_out(Path(args.out or "job.yaml"))
     store.check_access()  # credentials and bucket, in one line, before any plan
     if args.card is not None:
         listed = prices.load(args.prices).cards
@@ -46,6 +57,37 @@ def check_launch(args: argparse.Namespace) -> None:
             raise ConfigError(f"--card {args.card!r} is not in --prices {args.prices} "
                               f"(it lists: {', '.join(listed)})")  # fmt: skip
         args.cards = args.card
+
+
+def _check_out(out: Path) -> None:
+    """--out names a file to write, in a directory that exists."""
+    if out.is_dir():
+        raise ConfigError(f"--out {out}: a directory; give the job file's name, e.g. "
+                          f"--out {out / 'job.yaml'}")  # fmt: skip
+    if not out.absolute().parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.absolute().parent} does not exist; "
+                          "create it first, or write the job file elsewhere")  # fmt: skip
+
+
+def _write(out: Path, text: str) -> str:
+    """Write the job file; one that exists is left alone unless it already says the same
+    (a relaunch's job, written again). What was done, for the summary line."""
+    try:
+        with out.open("x") as f:  # exclusive: never over a file that appeared meanwhile
+            f.write(text)
+        return "wrote"
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise ConfigError(f"--out {out}: cannot write it ({err.strerror or err})") from None
+    try:
+        same = out.is_file() and out.read_text(errors="replace") == text
+    except OSError:
+        same = False
+    if not same:
+        raise ConfigError(f"--out {out} exists and holds another job; litforge does not "
+                          "overwrite it: remove it, or give another --out")  # fmt: skip
+    return "unchanged:"
 
 
 def _clouds(path: str) -> list[dict[str, str]]:
@@ -96,11 +138,11 @@ def write_job(args: argparse.Namespace, options: list[Option], price_list: Any) 
         if not any(o.startswith("trainer=") for o in overrides):
             overrides.append("trainer=ddp")
     job = Job(overrides, option.card, option.count, args.nodes, args.bucket.rstrip("/"),
-              stable_run_name(list(args.overrides)), option.spot.every_n_train_steps,
+              stable_run_name(list(args.overrides), Path.cwd()), option.spot.every_n_train_steps,
               _clouds(args.prices))  # fmt: skip
     out = Path(args.out or "job.yaml")
-    out.write_text(render(job))
-    print(f"wrote {out}: {args.nodes} x {option.count} x {option.card} on spot, "
+    done = _write(out, render(job))
+    print(f"{done} {out}: {args.nodes} x {option.count} x {option.card} on spot, "
           f"{setting.brief(option.count)}, checkpoint every {option.spot.every_n_train_steps} steps to "
           f"{job.bucket}/{job.run_name}; launch with: sky jobs launch {out}")  # fmt: skip
     print(check_with_skypilot(out))

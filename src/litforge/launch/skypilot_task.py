@@ -11,8 +11,10 @@ fail the same way again.
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -60,13 +62,31 @@ class Job:
     clouds: list[dict[str, str]]
 
 
-def stable_run_name(overrides: list[str]) -> str:
-    """The same for the same command on every relaunch: `run_name=` if given, else a
-    digest of the overrides."""
+def stable_run_name(overrides: list[str], project_root: Path) -> str:
+    """`run_name=` if given; else `<project>-<digest>`: the project's name, and a digest of
+    that name, its directory's name and the overrides. Another project or another config
+    (other overrides) sharing the bucket gets another name, so never its checkpoints; the
+    same command in the same project gets the same one, so a relaunch resumes."""
     for item in overrides:
         if item.startswith("run_name="):
             return item.split("=", 1)[1]
-    return "job-" + hashlib.sha256("\0".join(sorted(overrides)).encode()).hexdigest()[:10]
+    name = project_name(project_root)
+    key = "\0".join([name, project_root.name, *sorted(overrides)])
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-") or "job"
+    return f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def project_name(root: Path) -> str:
+    """`[project] name` of root/pyproject.toml, else the directory's name."""
+    # Read by pattern, not with tomllib: Python 3.10 has none, and the name must come out
+    # the same whichever Python writes the job again.
+    try:
+        text = (root / "pyproject.toml").read_text(errors="replace")
+    except OSError:
+        text = ""
+    table = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    found = table and re.search(r"""^name\s*=\s*["']([^"'\n]+)["']""", table.group(1), re.M)
+    return found.group(1).strip() if found and found.group(1).strip() else root.name
 
 
 def train_command(job: Job) -> str:
