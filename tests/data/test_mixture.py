@@ -89,6 +89,18 @@ def test_bad_streams_are_one_line_naming_the_key():
         parse_streams(None, ["a"])
 
 
+def test_a_mixture_listing_one_url_twice_is_one_line_naming_it():
+    streams = [{"url": "s3://b/x", "weight": 2}, {"url": "s3://b/y"}, {"url": "s3://b/x/"}]
+    with pytest.raises(ConfigError, match=r"^data.streams\[2\].url=s3://b/x is listed twice "
+                       r"\(also data.streams\[0\]\): list each directory once, with the "
+                       r"weight it should have$"):  # fmt: skip
+        parse_streams(None, streams)
+    secret = [{"url": "s3://key:secret@b/x"}, {"url": "s3://key:secret@b/x"}]
+    with pytest.raises(ConfigError, match=r"^data.streams\[1\].url=s3://b/x is listed") as err:
+        parse_streams(None, secret)
+    assert "secret" not in str(err.value)
+
+
 def test_a_stream_datamodule_says_what_does_not_fit_before_training(tmp_path):
     from litforge.data.shards.datamodule import StreamDataModule
     from litforge_examples.data.text import TextStream, TokenWindows
