@@ -3,6 +3,7 @@ on its own devices, side by side; failures, signals and kills handled per trial.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import os
@@ -24,10 +25,14 @@ from tests.helpers import ROOT
 APP = ROOT / "tests" / "sweeps" / "pool_app" / "app.py"
 
 
-def plain_sweep(sweep_dir: Path, *args: str) -> subprocess.Popen:
-    """The plain Hydra app's sweep (tests/sweeps/pool_app) into sweep_dir."""
+def plain_sweep(sweep_dir: Path, *args: str, leases: Path | None = None) -> subprocess.Popen:
+    """The plain Hydra app's sweep (tests/sweeps/pool_app) into sweep_dir, its device leases
+    in `leases` (default: the sweep's own, so that tests side by side do not wait for each
+    other's fake CPU devices)."""
+    lease_dir = leases or sweep_dir / ".leases"
     return subprocess.Popen(
-        [sys.executable, str(APP), "-m", f"hydra.sweep.dir={sweep_dir}", *args],
+        [sys.executable, str(APP), "-m", f"hydra.sweep.dir={sweep_dir}",
+         f"hydra.launcher.lease_dir={lease_dir}", *args],
         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -69,7 +74,7 @@ def test_a_trial_with_two_devices_gets_two_ids_and_a_failing_trial_fails_alone(t
         tmp_path, "hydra.launcher.devices=[0,1,2,3]", "trainer.devices=2",
         "hydra/sweeper=litforge_optuna", "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=3",
         "hydra.sweeper.sampler=grid",
-        "fail_on=2",
+        "fail_on=2", "sleep_x=1",
     ))  # fmt: skip
     assert code == 0, out[-3000:]
     seen = jobs_seen(tmp_path)
@@ -84,15 +89,24 @@ def test_a_trial_with_two_devices_gets_two_ids_and_a_failing_trial_fails_alone(t
     assert states == ["COMPLETE", "COMPLETE", "FAIL"], rows
     failed = next(r for r in rows[1:] if ",FAIL," in r)
     assert "RuntimeError: job with x=2 fails" in failed
+    # Each trial's own time (it sleeps x seconds), not the whole batch's (x=3 starts last).
+    took = {float(r["x"]): float(r["duration_s"]) for r in csv.DictReader(rows)}
+    assert 1 <= took[1.0] < took[2.0] < took[3.0] and took[3.0] - took[1.0] >= 1.5, took
 
 
 def test_kill_9_of_the_sweep_leaves_no_trial_process_behind(tmp_path):
-    process = plain_sweep(tmp_path, "hydra.launcher.devices=[0,1]", "x=1,2", "sleep=120")
+    # Trial 0 ignores SIGTERM and has a child that does too; trial 1 waits in native code
+    # with SIGTERM blocked. Neither stops on SIGTERM: kill_after_s later they are killed.
+    process = plain_sweep(
+        tmp_path, "hydra.launcher.devices=[0,1]", "x=1,2", "sleep=120", "stubborn_on=1",
+        "blocked_on=2", "children=1", "hydra.launcher.kill_after_s=1",
+    )  # fmt: skip
     deadline = time.monotonic() + 120
     while len(jobs_seen(tmp_path)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    pids = [s["pid"] for s in jobs_seen(tmp_path)]
-    assert len(pids) == 2
+    seen = jobs_seen(tmp_path)
+    pids = [s["pid"] for s in seen] + [c for s in seen for c in s["children"]]
+    assert len(pids) == 4
     process.kill()
     process.wait(timeout=30)
     deadline = time.monotonic() + 30
@@ -183,7 +197,7 @@ def digits_sweep(sweep_dir: Path, *args: str) -> subprocess.Popen:
     command = [
         sys.executable, "train.py", "-m", "hparams_search=digits_optuna", "debug=limit",
         "test=false", "hydra/launcher=gpus", "hydra.launcher.stagger_s=0",
-        f"hydra.sweep.dir={sweep_dir}", *args,
+        f"hydra.sweep.dir={sweep_dir}", f"hydra.launcher.lease_dir={sweep_dir}/.leases", *args,
     ]  # fmt: skip
     return subprocess.Popen(
         command, cwd=ROOT, env={**os.environ, "CI": "1", "PYTHONUNBUFFERED": "1"},

@@ -7,13 +7,13 @@ any Hydra app. Hydra imports every plugin module on every run, so the work is in
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import CompactHydraException
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
@@ -38,9 +38,20 @@ if "litforge.cli" not in sys.modules:
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
-class TrialFailed(CompactHydraException):
+class TrialFailed(SystemExit):
     """A failed trial under Hydra's basic sweeper, which raises the first failed job's
-    error: Hydra prints this one line (and exits 1) instead of a traceback."""
+    error: Python prints this one line and exits 1, where Hydra would print a traceback."""
+
+
+class _OneLineReturn(JobReturn):
+    """A JobReturn whose failure is raised without Hydra's extra "Error executing job" line
+    (the launcher has said which trial ended how)."""
+
+    @property
+    def return_value(self) -> Any:
+        if self.status == JobStatus.COMPLETED:
+            return self._return_value
+        raise self._return_value
 
 
 class GpusLauncher(Launcher):
@@ -78,17 +89,19 @@ class GpusLauncher(Launcher):
                 self.settings, loader, self.config, job_overrides, initial_job_idx, self.entry
             )
         if self.config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:
-            for ret in returns:
-                if ret.status == JobStatus.FAILED:
-                    _one_line(ret)
+            return [_one_line(r) if r.status == JobStatus.FAILED else r for r in returns]
         return returns
 
 
-def _one_line(ret: JobReturn) -> None:
-    """The failed job's error as the one line the basic sweeper will raise."""
+def _one_line(ret: JobReturn) -> JobReturn:
+    """The failed job's return, with its error as the one line the basic sweeper raises."""
     err = ret._return_value
     num = ret.hydra_cfg.hydra.job.num if ret.hydra_cfg is not None else "?"
     where = f" (its output: {ret.working_dir}/launcher.log)" if ret.working_dir else ""
     said = str(err)
     line = f"trial job #{num} ({' '.join(ret.overrides)}) failed: {type(err).__name__}: {said}"
-    ret._return_value = TrialFailed(line + (where if "launcher.log" not in said else ""))
+    copy = _OneLineReturn(**{f.name: getattr(ret, f.name) for f in dataclasses.fields(JobReturn)})
+    copy._return_value = TrialFailed(
+        "error: " + line + (where if "launcher.log" not in said else "")
+    )
+    return copy

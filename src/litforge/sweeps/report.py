@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from litforge.sweeps.study import (
     BEST_CHECKPOINT,
     DEVICES,
+    DURATION,
     ERROR,
     NOT_COUNTED,
     RETRY_OF,
@@ -137,7 +138,10 @@ def _trials_csv(trials: list[FrozenTrial], objectives: list[str]) -> str:
     where = ["devices"] if any(DEVICES in t.user_attrs for t in trials) else []
     writer.writerow(["number", "state", *columns, "duration_s", *names, *where, "run_dir", "note"])
     for t in trials:
-        duration = t.duration.total_seconds() if t.duration is not None else None
+        # Optuna's duration runs from a batch's ask to its tell: the whole batch's time.
+        duration = t.user_attrs.get(DURATION)
+        if duration is None and t.duration is not None:
+            duration = t.duration.total_seconds()
         values = t.values if t.values is not None else [None] * len(columns)
         writer.writerow([
             t.number, t.state.name, *values, None if duration is None else round(duration, 3),

@@ -44,6 +44,7 @@ RUN_DIR = "litforge:run_dir"
 BEST_CHECKPOINT = "litforge:best_checkpoint"
 ERROR = "litforge:error"
 DEVICES = "litforge:devices"  # ids (and GPU UUIDs) a trial ran on, under hydra/launcher=gpus
+DURATION = "litforge:duration_s"  # a trial's own time, where its launcher measured it
 
 
 def storage_for(storage: str | None, sweep_dir: Path, attempts: int = 5) -> BaseStorage:

@@ -1,17 +1,29 @@
 """A plain Hydra app (no litforge model) for `hydra/launcher=gpus`: each job writes what it
 saw (its devices, threads, pid, start and end) to job.json in its directory, sleeps
-`sleep` seconds, and returns x squared; the job whose x is `fail_on` raises instead."""
+`sleep` (+ `sleep_x` times x) seconds (and until the file `hold` exists), and returns x squared; the job whose x is `fail_on`
+raises instead, and the one whose x is `exit_on` ends its process without a word.
+
+For the lifecycle tests: `children` processes of its own (pids in job.json), each ignoring
+SIGTERM; the job whose x is `stubborn_on` ignores SIGTERM; the one whose x is `blocked_on`
+waits in native code (a read of a pipe nobody writes) with SIGTERM blocked."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+
+_STUBBORN_CHILD = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+)
 
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
@@ -25,12 +37,29 @@ def main(cfg: DictConfig) -> float:
         "threads": os.environ.get("OMP_NUM_THREADS"),
         "num": HydraConfig.get().job.num,
     }
+    if _is(cfg.x, cfg.stubborn_on):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    children = [
+        subprocess.Popen([sys.executable, "-c", _STUBBORN_CHILD]) for _ in range(cfg.children)
+    ]
+    seen["children"] = [c.pid for c in children]
     out.write_text(json.dumps(seen))
-    time.sleep(float(cfg.sleep))
+    if _is(cfg.x, cfg.blocked_on):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        os.read(os.pipe()[0], 1)  # never returns: nothing writes to the pipe
+    time.sleep(float(cfg.sleep) + float(cfg.sleep_x) * float(cfg.x))
+    while cfg.hold and not Path(cfg.hold).exists() and time.time() - seen["start"] < 300:
+        time.sleep(0.05)  # until the test says (another sweep is waiting for this device)
     out.write_text(json.dumps({**seen, "end": time.time()}))
     if cfg.fail_on is not None and float(cfg.x) == float(cfg.fail_on):
         raise RuntimeError(f"job with x={cfg.x} fails")
+    if cfg.exit_on is not None and float(cfg.x) == float(cfg.exit_on):
+        os._exit(3)  # no outcome reported: the launcher judges by the exit status
     return float(cfg.x) ** 2
+
+
+def _is(x: float, value: float | None) -> bool:
+    return value is not None and float(x) == float(value)
 
 
 if __name__ == "__main__":

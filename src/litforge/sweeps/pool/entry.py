@@ -46,7 +46,7 @@ def runs_app(candidate: Any, tasks: list[Callable[..., Any]]) -> bool:
     of it (`hydra.main`), or a function that calls one (litforge's entry_point)."""
     if not callable(candidate):
         return False
-    held = [candidate, getattr(candidate, "__wrapped__", None)]
+    held = [getattr(candidate, "__wrapped__", None)]
     for cell in getattr(candidate, "__closure__", None) or ():
         with contextlib.suppress(ValueError):  # an empty cell
             held.append(cell.cell_contents)
@@ -56,7 +56,7 @@ def runs_app(candidate: Any, tasks: list[Callable[..., Any]]) -> bool:
 def _defines_app(module: types.ModuleType, tasks: list[Callable[..., Any]]) -> str | None:
     """The name of `module`'s function that runs the app, if it has one."""
     for name, value in list(vars(module).items()):
-        if isinstance(value, types.FunctionType) and runs_app(value, tasks):
+        if type(value) is types.FunctionType and runs_app(value, tasks):  # no __class__ hooks
             return name
     return None
 
