@@ -125,7 +125,15 @@ def update(run_dir: Path, **fields: Any) -> None:
     path = Path(run_dir) / "run.json"
     try:
         record = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        record = {}
+    except (OSError, ValueError, RecursionError) as err:  # torn by a crash, or changed
+        record = {}
+        console.warn("%s is unreadable (%s); written again with this run's facts from here on",
+                     path, type(err).__name__)  # fmt: skip
+    if not isinstance(record, dict):
+        console.warn("%s is not a JSON object; written again with this run's facts from here on",
+                     path)  # fmt: skip
         record = {}
     record.update(fields)
     path.write_text(json.dumps(record, indent=2) + "\n")

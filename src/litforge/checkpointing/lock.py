@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -30,12 +31,16 @@ LOCK_NAME = ".litforge-lock"
 def holder_alive(holder: dict[str, Any], stale_s: float) -> bool:
     """Whether the process in `holder` ({host, pid, heartbeat}) may still be running: a fresh
     heartbeat from another host, or a live pid on this one (this very process counts as gone:
-    it ran the same thing before, in-process tests and sweeps)."""
-    if time.time() - float(holder.get("heartbeat", 0)) > stale_s:
+    it ran the same thing before, in-process tests and sweeps). A record whose heartbeat is
+    not a number is a torn or changed file: nobody's."""
+    heartbeat, pid = holder.get("heartbeat"), holder.get("pid", -1)
+    # A heartbeat far in the future (beyond clock skew) is no more alive than an old one.
+    if not _number(heartbeat) or abs(time.time() - heartbeat) > stale_s:
         return False
     if holder.get("host") != socket.gethostname():
         return True
-    pid = int(holder.get("pid", -1))
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return False  # os.kill(0 or -1, 0) would ask about a whole process group
     if pid == os.getpid():
         return False
     try:
@@ -45,6 +50,10 @@ def holder_alive(holder: dict[str, Any], stale_s: float) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class RunLocked(LitforgeError):
@@ -130,17 +139,24 @@ class RunLock:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.fs.cat_file(self.path))
+            holder = json.loads(self.fs.cat_file(self.path))
         except FileNotFoundError:
             return None
-        except ValueError:  # a torn write: treat it as nobody's
+        except (ValueError, RecursionError):  # a torn write: treat it as nobody's
+            log.warning("the lock %s is unreadable (a torn write?): treated as nobody's",
+                        self.where)  # fmt: skip
             return None
+        if not isinstance(holder, dict):
+            log.warning("the lock %s is not a lock record: treated as nobody's", self.where)
+            return None
+        return holder
 
     def _alive(self, holder: dict[str, Any]) -> bool:
         return holder_alive(holder, self.stale_s)
 
     def _describe(self, holder: dict[str, Any]) -> str:
-        age = time.time() - float(holder.get("heartbeat", 0))
+        heartbeat = holder.get("heartbeat")
+        age = time.time() - heartbeat if _number(heartbeat) else float("inf")
         return (
             f"{self.where} is in use by host {holder.get('host', '?')} pid "
             f"{holder.get('pid', '?')} (heartbeat {age:.0f} s ago): another run with this "

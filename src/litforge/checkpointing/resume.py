@@ -33,11 +33,15 @@ def newest_complete(
     names = store.names()
     if not names:
         return None
-    manifests = {m.name: m for m in store.manifests()}
     for name in reversed(names):
-        manifest = manifests.get(name)
-        if manifest is None:
+        try:
+            manifest = store.manifest(name)
+        except FileNotFoundError:
             log.warning("skipping %s/%s: no completeness marker (interrupted upload?)", store, name)
+            continue
+        except ValueError as err:
+            log.warning("skipping %s/%s: its completeness marker %s%s is unreadable (%s)",
+                        store, name, name, MARKER_SUFFIX, err)  # fmt: skip
             continue
         local = store.local_copy(name, staging_dir, "resume")
         if digest(local) != (manifest.bytes, manifest.sha256):
@@ -68,7 +72,13 @@ def upload_staged(store: CheckpointStore, staging_dir: Path) -> list[str]:
     committed = {m.name: m for m in store.manifests()}
     uploaded = []
     for marker in sorted(Path(staging_dir).glob(f"step-*.ckpt{MARKER_SUFFIX}")):
-        manifest = Manifest.from_json(marker.read_text())
+        try:
+            manifest = Manifest.from_json(marker.read_bytes())
+            if marker.name != manifest.name + MARKER_SUFFIX:
+                raise ValueError(f"it names {manifest.name}")
+        except (OSError, ValueError) as err:  # a marker torn by a crash, or changed
+            log.warning("staged marker %s is unreadable (%s); left where it is", marker, err)
+            continue
         local = marker.with_name(manifest.name)
         if not local.exists() or digest(local)[1] != manifest.sha256:
             log.warning("staged %s does not match its marker; left where it is", local)
@@ -155,4 +165,5 @@ def _numbers(path: Path) -> dict[str, float]:
         k: float(v)
         for k, v in record.items()
         if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _RECIPE_FIELDS
-    }
+        and not (isinstance(v, int) and abs(v) > 1e308)  # float() of it would raise
+    }  # fmt: skip

@@ -9,34 +9,26 @@ succeeded. A crash mid-upload leaves a file without a marker, which resume skips
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import shutil
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fsspec.core import url_to_fs
 
 from litforge.checkpointing.direct_write import write_now
+from litforge.checkpointing.marker import (  # noqa: F401 - their home before marker.py
+    _MAX_MARKER_BYTES,
+    MARKER_SUFFIX,
+    Manifest,
+    checkpoint_name,
+    step_of,
+)
 from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
-
-MARKER_SUFFIX = ".complete"
-_NAME = re.compile(r"^step-(\d{8})\.ckpt$")
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:08d}.ckpt"
-
-
-def step_of(name: str) -> int | None:
-    match = _NAME.match(name)
-    return int(match.group(1)) if match else None
 
 
 def download_dir(staging_dir: Path, purpose: str) -> Path:
@@ -68,25 +60,6 @@ def remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """What the completeness marker records about one uploaded checkpoint."""
-
-    name: str
-    step: int
-    bytes: int
-    sha256: str
-    metric: float | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Manifest:
-        data: dict[str, Any] = json.loads(text)
-        return cls(**{k: data.get(k) for k in ("name", "step", "bytes", "sha256", "metric")})
 
 
 def _s3_timeouts(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -269,15 +242,25 @@ class CheckpointStore:
             self.fs.mv(self.path(name), self.path(f"{folder}/{name}"), recursive=True)
         return f"{self}/{folder}"
 
+    def manifest(self, name: str) -> Manifest:
+        """The marker of checkpoint `name`: FileNotFoundError without one, ValueError (one
+        line) when it is unreadable or names another checkpoint."""
+        with self.fs.open(self.path(name + MARKER_SUFFIX), "rb") as stream:
+            text = stream.read(_MAX_MARKER_BYTES + 1)  # a marker is a few hundred bytes
+        if len(text) > _MAX_MARKER_BYTES:
+            raise ValueError(f"over {_MAX_MARKER_BYTES} bytes")
+        manifest = Manifest.from_json(text)
+        if manifest.name != name:
+            raise ValueError(f"it names {manifest.name}")
+        return manifest
+
     def manifests(self) -> list[Manifest]:
         """Markers of complete checkpoints, oldest step first; unreadable markers are skipped."""
         found = []
         for name in self.names():
             try:
-                found.append(
-                    Manifest.from_json(self.fs.cat_file(self.path(name + MARKER_SUFFIX)).decode())
-                )
-            except (FileNotFoundError, ValueError, TypeError):
+                found.append(self.manifest(name))
+            except (FileNotFoundError, ValueError):
                 continue
         return found
 

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from litforge.errors import ConfigError
 
@@ -52,21 +53,36 @@ def from_run(run_dir: str | Path) -> Restarts:
     path = Path(run_dir) / "run.json"
     try:
         record = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ConfigError(f"--from-run {run_dir}: no readable run.json ({err})") from None
+    if not isinstance(record, dict):
+        raise ConfigError(f"--from-run {run_dir}: {path} is not a JSON object")
     save, restart = record.get("checkpoint_save_s"), record.get("restart_s")
-    if not isinstance(restart, (int, float)):
+    if restart is not None and not _seconds(restart):
+        raise ConfigError(f"--from-run {run_dir}: {path} has restart_s={restart!r}; it must "
+                          "be a number of seconds >= 0")  # fmt: skip
+    if restart is None:
         raise ConfigError(
             f"--from-run {run_dir}: run.json has no restart_s; it is written when a run "
             "reaches its first training step"
         )
-    if not isinstance(save, (int, float)):
+    if not _seconds(save):
         save = None
     # Training is back at full speed once its first step is done: the compile on the first
     # step is part of what a preemption costs.
-    compiling = (record.get("restart_phases_s") or {}).get("compile", 0.0)
+    phases = record.get("restart_phases_s")
+    compiling = phases.get("compile", 0.0) if isinstance(phases, dict) else 0.0
+    if not _seconds(compiling):
+        raise ConfigError(f"--from-run {run_dir}: {path} has restart_phases_s.compile="
+                          f"{compiling!r}; it must be a number of seconds >= 0")  # fmt: skip
     what = "save and restart" if save is not None else "restart (no save yet: save estimated)"
     return Restarts(save, float(restart) + float(compiling), f"measured {what} in {path}")
+
+
+def _seconds(value: Any) -> bool:
+    """Whether a run.json figure is a usable duration (a damaged file may hold anything)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and 0 <= value < 1e12 and math.isfinite(value)
 
 
 def save_seconds(restarts: Restarts, checkpoint_bytes: int) -> float:
