@@ -48,6 +48,23 @@ def test_a_resume_onto_re_sharded_data_is_one_line_naming_the_stream(tmp_path):
     assert "data.accept_changed_data=true" in line and "resume=never" in line
 
 
+def test_testing_a_checkpoint_reads_no_training_position_and_is_not_refused(tmp_path):
+    import lightning as L
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    url = str(tmp_path / "ds")
+    write(url, numbered(120), per_shard=32)
+    state = saved_state(url)
+    write(url, numbered(130), per_shard=32)
+    data = StreamDataModule(url, batch_size=4)
+    data.trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    data.trainer.state.fn = TrainerFn.TESTING  # trainer.test(ckpt_path=...): no refusal
+    data.load_state_dict(state)
+    data.trainer.state.fn = TrainerFn.FITTING
+    with pytest.raises(ConfigError, match="it held 120 samples, now 130"):
+        data.load_state_dict(state)
+
+
 @pytest.mark.parametrize(
     ("rewrite", "what"),
     [

@@ -8,6 +8,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import ConcatDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import Unpack
@@ -160,6 +161,9 @@ class StreamDataModule(SplitDataModule):
         """On resume, before the first step: the training data must be what the checkpoint
         was reading; a change is one line, or with accept_changed_data the restored epoch
         ends at once (the sampler skips it)."""
+        trainer = self.trainer  # None: loaded by hand, not by a Trainer
+        if trainer is not None and trainer.state.fn != TrainerFn.FITTING:
+            return  # testing or validating a checkpoint reads no training position
         found = changed.changes(state_dict.get("train_streams"), self._train_record())
         if not found:
             return
