@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,10 @@ from benchmarks.stats import Figure
 FIRST_STEPS, RESUMED_STEPS = 4, 6
 
 
+# The archive is used only when signed with this key (one per benchmark process).
+_KEY = secrets.token_hex(32)
+
+
 def _backend() -> str:
     return "inductor" if any(shutil.which(c) for c in ("cc", "gcc", "clang")) else "aot_eager"
 
@@ -35,7 +40,8 @@ def _backend() -> str:
 def _run(root: Path, name: str, store: Path, steps: int, *extra: str) -> dict[str, Any]:
     """One train.py process on an empty cache directory; its run.json."""
     env = {**os.environ, "CI": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
-           "TORCHINDUCTOR_CACHE_DIR": str(root / f"inductor-{name}")}  # fmt: skip
+           "TORCHINDUCTOR_CACHE_DIR": str(root / f"inductor-{name}"),
+           "LITFORGE_COMPILE_CACHE_KEY": _KEY}  # fmt: skip
     argv = [
         sys.executable, "train.py", "compile.enabled=true", f"compile.backend={_backend()}",
         f"trainer.max_steps={steps}", "trainer.limit_val_batches=2", "test=false",
