@@ -44,7 +44,7 @@ def test_a_resume_onto_re_sharded_data_is_one_line_naming_the_stream(tmp_path):
     line = str(refused.value)
     assert "\n" not in line
     assert line.startswith(f"data.url={url}/train is not the data the checkpoint was reading: "
-                           "the same 120 samples are now in 5 shard(s), not 4")  # fmt: skip
+                           "its 120 samples are now in 5 shard(s), not 4")  # fmt: skip
     assert "data.accept_changed_data=true" in line and "resume=never" in line
 
 
@@ -69,7 +69,7 @@ def test_testing_a_checkpoint_reads_no_training_position_and_is_not_refused(tmp_
     ("rewrite", "what"),
     [
         (lambda url: write(url, numbered(120, offset=1000), 32),
-         "its index.json was rewritten (the same 120 samples in the same shards, other bytes)"),
+         "its index.json was rewritten (still 120 samples in the same shards, other bytes)"),
         (lambda url: write(url, numbered(150), 32), "it held 120 samples, now 150"),
     ],
     ids=["same count, other content", "more samples"],
@@ -152,8 +152,8 @@ def test_a_digits_run_resumed_onto_re_sharded_data_with_the_change_accepted(
         metrics = train(make_cfg(*ARGS, f"data.url={url}", "trainer.max_steps=7",
                                  "data.accept_changed_data=true"))  # fmt: skip
     assert (
-        f"data.url={url}/train is not the data the checkpoint was reading: the same 1197 "
-        "samples are now in 6 shard(s), not 4"
+        f"data.url={url}/train is not the data the checkpoint was reading: its 1197 samples "
+        "are now in 6 shard(s), not 4"
     ) in caplog.text
     assert metrics["global_step"] == 7  # 2 steps, then epoch 1 whole: 5 more
     epochs = read_ids(tmp_path / "run")
@@ -178,6 +178,6 @@ def test_train_py_resumed_onto_re_sharded_data_stops_in_one_line(tmp_path):
     assert again.returncode == 2, again.stderr[-3000:]
     (line,) = [x for x in again.stderr.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: data.url={url}/train is not the data the checkpoint was "
-                           "reading: the same 1197 samples are now in 6 shard(s), not 4")  # fmt: skip
+                           "reading: its 1197 samples are now in 6 shard(s), not 4")  # fmt: skip
     assert "Traceback" not in again.stderr
     assert len(read_ids(run_dir)) == 1  # nothing trained after the refusal

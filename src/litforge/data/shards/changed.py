@@ -43,10 +43,10 @@ def _what(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
     shards = saved.get("shards") or []
     if [list(s) for s in shards] != now["shards"]:
         return (
-            f"the same {new} samples are now in {len(now['shards'])} shard(s), not "
-            f"{len(shards)} (re-sharded: the saved position points at other samples)"
+            f"its {new} samples are now in {len(now['shards'])} shard(s), not {len(shards)} "
+            "(re-sharded: the saved position points at other samples)"
         )
-    return f"its index.json was rewritten (the same {new} samples in the same shards, other bytes)"
+    return f"its index.json was rewritten (still {new} samples in the same shards, other bytes)"
 
 
 def changes(saved: Any, now: list[dict[str, Any]]) -> list[str]:
