@@ -87,6 +87,8 @@ def fit(tmp_path: Path, name: str, cache_dir: Path, store: str, monkeypatch, key
     )
     trainer.fit(model)
     assert trainer.global_step == 2  # trained on, whatever the cache held
+    for path in run_dir.rglob("*"):  # the key never lands in a checkpoint or a record
+        assert not path.is_file() or key not in path.read_bytes(), path
     return json.loads((run_dir / "run.json").read_text())["compile_cache"]
 
 
