@@ -4,8 +4,16 @@ naming the shard's URL. Never a traceback, never other samples, never a hang."""
 
 from __future__ import annotations
 
+import copy
+import json
+import random
+import struct
 from collections import Counter
+from typing import Any
 
+import torch
+
+from litforge.data.shards.blocks import Damaged, decode_block, encode_block
 from tests.fuzz.damage import damaged_copies
 from tests.fuzz.shard_data import check, write
 
@@ -51,3 +59,61 @@ def test_damaged_shards_on_the_s3_server(s3):
             fs.pipe_file(path, damaged)
         check(f"s3 {label}", url, [f"{url}/{shard}"], original)
         fs.pipe_file(path, good)
+
+
+ODD = (0, -1, 3, 10**9, 2**70, 1.5, True, None, "int64", "Tensor", [], {}, [3, "x"])
+
+
+def forge(meta: Any, rng: random.Random) -> Any:
+    """`meta` (a column block's JSON header) with one value somewhere in it replaced or
+    removed, as a hostile writer would (its digest then made to match)."""
+    meta = copy.deepcopy(meta)
+    node, path = meta, []
+    while isinstance(node, dict | list) and node and rng.random() < 0.8:
+        key = rng.choice(sorted(node) if isinstance(node, dict) else range(len(node)))
+        path.append((node, key))
+        node = node[key]
+    if not path:
+        return rng.choice(ODD)
+    parent, key = path[-1]
+    if isinstance(parent, dict) and rng.random() < 0.3:
+        del parent[key]
+    else:
+        parent[key] = rng.choice(ODD)
+    return meta
+
+
+def test_a_block_from_a_hostile_writer_decodes_to_its_count_or_is_refused():
+    """Digests only prove the bytes are the writer's: decoding must hold against a writer
+    that lies in a block's JSON (any value anywhere) or its raw bytes, with every
+    sample's structure kind: a list of exactly the promised number of samples, or
+    `Damaged`. Never another exception, never a hang or a huge allocation."""
+    samples = [(torch.full((2, 3), float(i)), torch.tensor(i), i, 0.5 * i, f"s{i}",
+                {"m": torch.arange(3, dtype=torch.bfloat16) + i, "b": i % 2 == 0})
+               for i in range(6)]  # fmt: skip
+    good = encode_block(samples)
+    size = struct.unpack_from("<I", good, 4)[0]
+    meta = json.loads(good[8 : 8 + size])
+    rng = random.Random(SEED)
+    outcomes: Counter[str] = Counter()
+    cases = [(f"forged {i}", forge(meta, rng)) for i in range(1000)]
+    for label, forged in cases:
+        raw = json.dumps(forged).encode()
+        outcomes[
+            decoded(label, good[:4] + struct.pack("<I", len(raw)) + raw + good[8 + size :])
+        ] += 1
+    for label, damaged in damaged_copies(good, SEED, 100):
+        outcomes[decoded(label, damaged or b"")] += 1
+    pickled = encode_block([torch.zeros(i) for i in range(6)])  # ragged: torch.save'd
+    for label, damaged in damaged_copies(pickled, SEED, 40):
+        outcomes[decoded(f"pickled {label}", damaged or b"")] += 1
+    assert outcomes["refused"] > 1000, outcomes
+
+
+def decoded(label: str, data: bytes) -> str:
+    try:
+        got = decode_block(data, 6)
+    except Damaged:
+        return "refused"
+    assert isinstance(got, list) and len(got) == 6, f"{label}: {got!r:.200}"
+    return "decoded"

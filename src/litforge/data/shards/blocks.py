@@ -44,6 +44,7 @@ _DTYPES = {
     )  # fmt: skip
 }
 _MAX_DIMS = 32
+_MAX_DIM = 1 << 40  # one dimension's size (a zero elsewhere lets the others be anything)
 
 
 class Damaged(ValueError):
@@ -154,12 +155,13 @@ def _leaf_kinds(structure: Any, kinds: list[str]) -> None:
 
 def _tensor_column(column: dict[str, Any], raw: bytearray, samples: int) -> torch.Tensor:
     """A column's stacked tensor, its dtype, shape and byte range checked first."""
-    dtype = _DTYPES.get(column.get("dtype"))  # type: ignore[arg-type]
+    name = column.get("dtype")
+    dtype = _DTYPES.get(name) if isinstance(name, str) else None
     if dtype is None:
         raise Damaged(f"a column of dtype {str(column.get('dtype'))[:20]!r}, not a tensor dtype")
     shape, at, size = column.get("shape"), column.get("at"), column.get("bytes")
     dims_ok = isinstance(shape, list) and 1 <= len(shape) <= _MAX_DIMS
-    if not dims_ok or not all(type(d) is int and d >= 0 for d in shape):
+    if not dims_ok or not all(type(d) is int and 0 <= d < _MAX_DIM for d in shape):
         raise Damaged(f"a column's shape {str(shape)[:40]} is not a list of sizes")
     if shape[0] != samples:
         raise Damaged(f"a column holds {shape[0]} samples, the block {samples}")
@@ -169,10 +171,13 @@ def _tensor_column(column: dict[str, Any], raw: bytearray, samples: int) -> torc
         raise Damaged(f"a column of shape {shape} ({dtype}) claims {size} bytes")
     if at + size > len(raw):
         raise Damaged(f"a column reaches byte {at + size} of a block payload of {len(raw)}")
-    flat = torch.frombuffer(raw, dtype=torch.uint8, count=size, offset=at) if size else None
-    if flat is None:  # torch.frombuffer refuses zero bytes
-        return torch.empty(shape, dtype=dtype)
-    return flat.view(dtype).view(shape)
+    try:
+        if not size:  # torch.frombuffer refuses zero bytes
+            return torch.empty(shape, dtype=dtype)
+        flat = torch.frombuffer(raw, dtype=torch.uint8, count=size, offset=at)
+        return flat.view(dtype).view(shape)
+    except (RuntimeError, ValueError, TypeError, OverflowError):
+        raise Damaged(f"a column of shape {str(shape)[:40]} that torch refuses") from None
 
 
 def _values_column(values: Any, kind: str, samples: int) -> list[Any]:
@@ -224,7 +229,7 @@ def _decode_columns(data: bytes, samples: int) -> list[Any]:
     structure = meta["structure"]
     if isinstance(structure, str):  # one leaf per sample
         return list(columns[0])
-    if structure[0] == "tuple" and all(isinstance(s, str) for s in structure[1]):
+    if columns and structure[0] == "tuple" and all(isinstance(s, str) for s in structure[1]):
         return list(zip(*columns, strict=True))  # (x, y) samples, the common case, at C speed
     return [_build(structure, columns, [0], i) for i in range(samples)]
 
