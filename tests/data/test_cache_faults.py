@@ -7,10 +7,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
 
+from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.reader import ShardedDataset
 from litforge.data.shards.writer import write_shards
 
@@ -100,3 +103,16 @@ def test_a_dataset_rewritten_at_the_same_url_never_gets_the_old_cached_blocks(tm
     assert read_all(ShardedDataset(str(url), cache_dir=str(cache)))[:2] == [1000.0, 1001.0]
     new = {p.name for p in cache.glob("*.blk")} - old
     assert len(new) == len(old) == 8  # keyed on the new index (the old ones age out)
+
+
+def test_a_partial_block_of_a_live_writer_is_kept_and_of_a_killed_one_removed(tmp_path):
+    """Loader workers share the directory: one starting must not delete the block another
+    is writing (its rename would fail), only what a killed process left."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    (cache / f"{os.getpid()}-abc.partial").write_bytes(b"half")  # this process, writing
+    (cache / f"{int(ended.stdout)}-abc.partial").write_bytes(b"half")  # killed mid-block
+    BlockCache(cache, 1000)
+    assert [p.name for p in cache.glob("*.partial")] == [f"{os.getpid()}-abc.partial"]
