@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from omegaconf import DictConfig
 
 from litforge import build
 from litforge import training as train_entry
@@ -177,6 +178,22 @@ def test_modules_and_partials_in_hparams_are_stored_as_their_config(make_cfg, tm
     assert saved["hyper_parameters"]["net"]["_target_"] == NET
     assert saved["hyper_parameters"]["scheduler"]["_target_"] == "torch.optim.lr_scheduler.StepLR"
     assert saved["datamodule_hyper_parameters"]["batch_size"] == 32
+
+
+def test_nested_config_arrives_as_hydra_delivers_it(make_cfg, caplog):
+    """A nested node reaches the module as Hydra's `instantiate` passes it (a DictConfig:
+    attribute access works, in __init__ and after fit), and the checkpoint stays plain."""
+    cfg = make_cfg(*USER, "model=lht_nested", "trainer.max_epochs=1", "test=false")
+    module = build.build_module(cfg)
+    assert module.criterion.label_smoothing == 0.1
+    metrics = train(cfg)
+    saved = torch.load(metrics["best_checkpoint"], weights_only=True)
+    assert saved["hyper_parameters"]["loss"] == {"name": "cross_entropy", "label_smoothing": 0.1}
+    assert "memory budget: skipped" not in caplog.text  # it builds its copies the same way
+    assert isinstance(module.hparams.loss, DictConfig)  # on_fit_end read it the same way
+    # `_convert_` is honoured as Hydra honours it: `all` hands the module a plain dict.
+    with pytest.raises(Exception, match="no attribute 'label_smoothing'"):
+        build.build_module(make_cfg(*USER, "model=lht_nested", "+model._convert_=all"))
 
 
 def test_a_plain_module_fine_tunes_from_its_checkpoint_with_frozen_layers(make_cfg, tmp_path):

@@ -79,14 +79,17 @@ def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
 
 
 def construct(node: DictConfig, group: str) -> Any:
-    """instantiate(node) with plain dicts and lists (`_convert_="all"`); a constructor's
-    refusal of its arguments becomes one line naming the config path it came from."""
+    """instantiate(node) as Hydra's `instantiate` delivers it: nested config values arrive
+    as DictConfig/ListConfig (`self.hparams.loss.name` works), unless the node sets
+    `_convert_` (`all`, `partial`, `object`), which is honoured; a constructor's refusal
+    of its arguments becomes one line naming the config path it came from. Checkpoints
+    stay plain whatever arrives (`ModelRecord` stores the config such values came from)."""
     contents = OmegaConf.to_container(node, resolve=True)
     if group == "model":  # litforge's own key (litforge.models.freeze), not an argument
         contents.pop(FREEZE_KEY, None)  # type: ignore[union-attr]
     plain = OmegaConf.create(contents)
     try:
-        return instantiate(plain, _convert_="all")
+        return instantiate(plain)
     except InstantiationException as err:
         cause = err.__cause__
         if isinstance(cause, ConfigError):

@@ -89,7 +89,8 @@ def rebuild(
     if config is not None:
         from hydra.utils import instantiate
 
-        return _frozen_like(instantiate({**config, **changes}, _convert_="all"), module)
+        # As the run built it: nested values as Hydra delivers them, `_convert_` honoured.
+        return _frozen_like(instantiate({**config, **changes}), module)
     params = inspect.signature(type(module).__init__).parameters
     anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in {**module.hparams, **changes}.items() if anything or k in params}

@@ -109,7 +109,7 @@ def _optimizers_of(
             ) from err
         from hydra.utils import instantiate
 
-        return [instantiate(node, _convert_="all")(params=params)]
+        return [instantiate(node)(params=params)]
 
 
 @dataclass(frozen=True)
