@@ -26,6 +26,7 @@ LAYERS = {
     0: {
         "errors",
         "exits",
+        "hydra_start",
         "console",
         "paths",
         "extras",
@@ -147,7 +148,8 @@ def test_the_entry_point_module_loads_no_capability_until_a_run():
     ours = {m for m in _loaded_by("import litforge.cli") if m.startswith("litforge")}
     # `compose()` in a notebook: the foundation, the config search and the resolvers only.
     assert ours <= {"litforge", "litforge.cli", "litforge.conf", "litforge.errors",
-                    "litforge.exits", "litforge.paths", "litforge.validation",
+                    "litforge.exits", "litforge.hydra_start", "litforge.paths",
+                    "litforge.validation",
                     "litforge.validation.config_search",
                     "litforge.validation.monitor_mode"}  # fmt: skip
 

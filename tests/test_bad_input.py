@@ -24,10 +24,11 @@ class Payload:
     """A pickled object inside a checkpoint: what weights_only loading must refuse."""
 
 
-def run(main, args: list[str], run_dir: Path, capfd) -> tuple[int, str, str]:
-    """`python train.py|eval.py *args` in this process; (exit status, stdout, stderr)."""
+def run(main, args: list[str], run_dir: Path | None, capfd) -> tuple[int, str, str]:
+    """`python train.py|eval.py *args` in this process; (exit status, stdout, stderr).
+    run_dir None: where the config puts it."""
     capfd.readouterr()
-    sys.argv = ["x.py", *args, f"hydra.run.dir={run_dir}"]
+    sys.argv = ["x.py", *args, *([f"hydra.run.dir={run_dir}"] if run_dir else [])]
     root = logging.getLogger()
     handlers = root.handlers[:]
     try:

@@ -23,6 +23,7 @@ from litforge.exits import (  # noqa: F401 - errors_to_caller, remove_unused_run
     report_user_errors,
     silence_known_upstream_warnings,
 )
+from litforge.hydra_start import errors_before_the_job, job_started
 from litforge.paths import unwritable
 from litforge.validation import monitor_mode
 from litforge.validation.config_search import (
@@ -39,6 +40,9 @@ Recipe = Callable[[DictConfig], dict[str, Any]]
 OmegaConf.register_new_resolver(
     "litforge.first", lambda *args: next((a for a in args if a is not None), None), replace=True
 )
+# `${litforge.cwd:}`: the directory the command runs in (the `paths` group's root_dir; Hydra's
+# `${hydra:runtime.cwd}` does not resolve in a config composed outside a Hydra app).
+OmegaConf.register_new_resolver("litforge.cwd", lambda: str(Path.cwd()), replace=True)
 # `${litforge.sweep_mode:min}`: optimized_mode's default, a sweep's direction else min.
 monitor_mode.register()
 
@@ -58,6 +62,7 @@ def entry_point(
         from litforge.launch import multirun
         from litforge.tracking.lifecycle import runs_end_with_job
 
+        job_started()  # Hydra reports errors itself from here on
         silence_known_upstream_warnings()  # again: a launcher may run jobs in other processes
         with (
             report_user_errors(Path(cfg.run_dir)),
@@ -87,7 +92,8 @@ def entry_point(
                 check_grid_jobs(quote_numeric_choices(sys.argv[1:]), config_name, project)
             launchers.agree_on_stamp(sys.argv[1:])  # torchrun / srun ranks: one run dir
         root = search_root(project)
-        hydra.main(version_base="1.3", config_path=root, config_name=config_name)(hydra_run)()
+        with errors_before_the_job(sys.argv[1:]):  # an unresolvable hydra.run.dir: one line
+            hydra.main(version_base="1.3", config_path=root, config_name=config_name)(hydra_run)()
 
     return main
 

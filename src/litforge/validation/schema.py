@@ -143,7 +143,9 @@ def rule_for(key: str) -> Rule | None:
 
 
 # The groups whose keys belong to the user's code: their signatures decide.
-USER_GROUPS = ("model", "data")
+# Groups whose keys are the project's: `paths` is lightning-hydra-template's, which
+# litforge only provides (src/litforge/conf/paths/default.yaml) and never reads.
+USER_GROUPS = ("model", "data", "paths")
 
 
 def litforge_leaves(config: dict[str, Any]) -> Iterator[tuple[str, Any]]:
