@@ -1,5 +1,5 @@
 """The small records litforge reads back from a checkpoint directory, a store or a run
-directory, damaged: a checkpoint's completeness marker (what resume and the upload of
+directory, damaged, and the checkpoint file itself: a checkpoint's completeness marker (what resume and the upload of
 staged checkpoints read), the run lock, run.json (read back by each update and by
 `plan --from-run`) and metrics.json (what a rerun of a finished run reports). Each reader
 gives the right result, or skips the record with one line naming the file; never a
@@ -22,7 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from litforge import run_record
-from litforge.checkpointing import resume
+from litforge.checkpointing import checkpoint_file, resume
 from litforge.checkpointing.lock import RunLock, RunLocked
 from litforge.checkpointing.store import (
     MARKER_SUFFIX,
@@ -195,3 +195,25 @@ def test_a_damaged_metrics_json_gives_numbers_or_none(tmp_path, seed):
         assert not {"global_step", "epoch"} & set(found), label
         if data == original:
             assert found["val/loss"] == 0.25 and math.isnan(found["test/loss"]), label
+
+
+def test_a_damaged_checkpoint_file_is_its_contents_or_one_line(tmp_path):
+    """`ckpt_path=`, `restore.from` and eval read a file no marker vouches for: torch.load
+    does not check the zip's CRC-32s, litforge does."""
+    original_path, _ = checkpoint(tmp_path, 8)
+    original = original_path.read_bytes()
+    expected = torch.load(original_path, weights_only=True)
+    for index, (label, data) in enumerate(damaged_copies(original, seed=29, count=600)):
+        path = tmp_path / f"damaged-{index}.ckpt"
+        put(path, data)
+        try:
+            found = checkpoint_file.load(str(path))
+        except ConfigError as err:
+            assert str(err).startswith(f"ckpt_path={path}"), (label, str(err))
+            assert "\n" not in str(err), (label, str(err))
+            continue
+        assert set(found) == set(expected), label
+        assert torch.equal(found["state_dict"]["w"], expected["state_dict"]["w"]), label
+        assert {k: v for k, v in found.items() if k != "state_dict"} == {
+            k: v for k, v in expected.items() if k != "state_dict"
+        }, label

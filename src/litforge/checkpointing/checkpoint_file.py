@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from litforge.checkpointing import shards
+from litforge.checkpointing import shards, zip_integrity
 from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError, redact_url
@@ -138,12 +138,14 @@ def _shard_problem(err: BaseException) -> str:
     return _first_line(err)  # type: ignore[arg-type]
 
 
-def load(path: str, mmap: bool = False) -> dict[str, Any]:
+def load(path: str, mmap: bool = False, verify: bool | None = None) -> dict[str, Any]:
     """torch.load(weights_only=True): tensors and plain values only, never arbitrary code.
 
     A sharded checkpoint's directory: its `meta.pt` (everything but weights and optimizer
     state, which stay in the shards). `mmap`: tensors stay in the file until read (a
     checkpoint read more than once, or only in part, is not copied into memory each time).
+    `verify` (default: unless `mmap`, whose callers verify at their first load): every
+    member's CRC-32 is checked first, so damaged bytes are one line, never other weights.
     """
     file = Path(path)
     sharded = file.is_dir()
@@ -151,6 +153,8 @@ def load(path: str, mmap: bool = False) -> dict[str, Any]:
         file = file / SHARDED_META
     if not file.is_file():
         raise ConfigError(f"ckpt_path={path}: no such file")
+    if (not mmap if verify is None else verify) and (wrong := zip_integrity.damage(file)):
+        raise ConfigError(f"ckpt_path={path} is damaged: {wrong}; use an intact copy")
     try:
         checkpoint = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:

@@ -71,7 +71,7 @@ def fetch(cfg: DictConfig, mode: str, source: str, strict: bool, staging: Path) 
     what = f"restore.from={source}"
     with named():
         local = checkpoint_file.fetch(source, staging)
-        checkpoint = checkpoint_file.load(str(local), mmap=True)
+        checkpoint = checkpoint_file.load(str(local), mmap=True, verify=True)
     if mode == "hotstart" and local.is_dir():
         raise ConfigError(
             f"restore.mode=hotstart: {what} is a sharded checkpoint (trainer=fsdp), whose "
