@@ -46,10 +46,22 @@ def write(study: optuna.Study, sweep_dir: Path, objectives: list[str]) -> list[F
             else _pareto(study, best, objectives)
         )
         _atomic(sweep_dir / "best.yaml", yaml.safe_dump(record, sort_keys=False))
-    if len(objectives) == 1:
-        _plot(study, trials, sweep_dir)
-    else:
-        _plot_pareto(study, objectives, sweep_dir)
+    try:
+        import matplotlib
+
+        # A project's module may set text.usetex at import (LaTeX labels for its papers);
+        # these plots need no LaTeX, and a machine without it would fail to draw them.
+        with matplotlib.rc_context({"text.usetex": False}):
+            if len(objectives) == 1:
+                _plot(study, trials, sweep_dir)
+            else:
+                _plot_pareto(study, objectives, sweep_dir)
+    except Exception as err:  # noqa: BLE001 - a plot never fails the sweep it reports on
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        log.warning(
+            "sweep report: the plots could not be drawn (%s: %s); trials.csv and best.yaml "
+            "are written", type(err).__name__, reason,
+        )  # fmt: skip
     return best
 
 
