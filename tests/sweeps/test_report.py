@@ -15,6 +15,7 @@ from litforge.sweeps import report
 def finished_study() -> optuna.Study:
     study = optuna.create_study(direction="minimize")
     for value, lr in ((0.5, 0.1), (0.25, 0.01), (0.75, 0.001)):
+        study.enqueue_trial({"lr": lr})
         trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1.0)})
         study.tell(trial, value)
     return study
