@@ -217,3 +217,21 @@ def test_a_damaged_checkpoint_file_is_its_contents_or_one_line(tmp_path):
         assert {k: v for k, v in found.items() if k != "state_dict"} == {
             k: v for k, v in expected.items() if k != "state_dict"
         }, label
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [[4, 1, 1], {"micro_batch": 4, "accumulate": 1}, {"micro_batch": "4", "accumulate": 1,
+     "processes": 1}, {"micro_batch": 0, "accumulate": 1, "processes": 1},
+     {"micro_batch": 4, "accumulate": True, "processes": 1},
+     {"micro_batch": 4.0, "accumulate": 1, "processes": 1},
+     {"micro_batch": 4, "accumulate": 1, "processes": 1, "extra": 2}],
+)  # fmt: skip
+def test_a_shape_record_litforge_did_not_write_is_one_line(saved):
+    """A checkpoint whose bytes are intact can still be written by anyone: its shape record
+    (micro-batch, accumulation, processes) is checked before a resume adapts to it."""
+    from litforge.checkpointing.shape import Shape, _saved_shape
+
+    with pytest.raises(ConfigError, match="^the checkpoint's shape record .* is not one"):
+        _saved_shape(saved)
+    assert _saved_shape({"micro_batch": 4, "accumulate": 2, "processes": 1}) == Shape(4, 2, 1)

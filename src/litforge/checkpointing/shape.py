@@ -77,7 +77,7 @@ class ResumeShape(L.Callback):
         now = self._current(trainer)
         if not saved or now is None:
             return
-        before = Shape(**saved)
+        before = _saved_shape(saved)
         if before == now:
             return
         after = self._adapted(before, now)
@@ -116,6 +116,20 @@ class ResumeShape(L.Callback):
                 f"{before.effective // now.processes or before.effective}"
             )
         return Shape(now.micro_batch, before.effective // per_step, now.processes)
+
+
+def _saved_shape(saved: Any) -> Shape:
+    """The checkpoint's shape record; one ConfigError when it is not one litforge wrote (a
+    checkpoint's bytes are checked, but anyone can write a well-formed one)."""
+    fields = ("micro_batch", "accumulate", "processes")
+    ok = isinstance(saved, dict) and set(saved) == set(fields)
+    if not ok or not all(type(saved[f]) is int and saved[f] >= 1 for f in fields):
+        raise ConfigError(
+            f"the checkpoint's shape record {saved!r:.200} is not one litforge writes "
+            f"({', '.join(fields)}: integers >= 1); resume from an intact checkpoint, or "
+            "resume=never"
+        )
+    return Shape(**saved)
 
 
 def _rewrite_progress(checkpoint: dict[str, Any], before: Shape, after: Shape) -> None:
