@@ -35,3 +35,18 @@ def test_progress_bar_off_by_trainer_flag(make_cfg, monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     trainer = build.build_trainer(make_cfg("trainer.enable_progress_bar=false"))
     assert trainer.progress_bar_callback is None
+
+
+def test_the_console_names_the_overrides_and_prints_the_config_on_request(tmp_path, capfd):
+    from litforge import training
+    from tests.test_bad_input import run
+
+    fast = ["trainer=cpu", "debug=fdr", "test=false"]
+    code, out, err = run(training.main, fast, tmp_path / "quiet", capfd)
+    assert code == 0, err[-2000:]
+    assert f"overrides: {' '.join(fast)}" in out and f"{tmp_path}/quiet/config.yaml" in out
+    assert "seed: 42" not in out + err  # the config is in the run directory, not the console
+    assert "seed: 42" in (tmp_path / "quiet" / "config.yaml").read_text()
+    code, out, err = run(training.main, [*fast, "print_config=true"], tmp_path / "full", capfd)
+    assert code == 0, err[-2000:]
+    assert "seed: 42" in out

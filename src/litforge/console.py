@@ -19,7 +19,16 @@ def interactive() -> bool:
 
 @rank_zero_only
 def show_config(cfg: DictConfig) -> None:
-    """The resolved config: a rich tree in a terminal, plain YAML in the log otherwise."""
+    """One line: the overrides this run was given and where its whole config is written.
+    With `print_config=true`, the resolved config itself: a rich tree in a terminal, plain
+    YAML in the log otherwise."""
+    if not cfg.get("print_config", False):
+        given = " ".join(task_overrides()) or "none (the defaults)"
+        log.info(
+            "overrides: %s; the whole config: %s/config.yaml (print_config=true prints it)",
+            given, cfg.run_dir,
+        )  # fmt: skip
+        return
     if not interactive():
         log.info("config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
         return
@@ -45,3 +54,12 @@ def info(message: str, *args: object) -> None:
 @rank_zero_only
 def warn(message: str, *args: object) -> None:
     log.warning(message, *args)
+
+
+def task_overrides() -> list[str]:
+    """The command line's overrides of this run (Hydra's record; none outside a Hydra app)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return list(HydraConfig.get().overrides.task)

@@ -50,6 +50,7 @@ RULES: dict[str, Rule] = {
     "compile.cache_max_bytes": Int(1),
     "ckpt_path": Text(null=True),
     "test": Bool(),
+    "print_config": Bool(),
     "optimized_metric": Either((Text(), ListOf(Text())), null=True),  # a list: multi-objective
     "optimized_mode": OneOf(("min", "max")),
     "processes.rendezvous_timeout_s": Num(0.0, open_lo=True),
