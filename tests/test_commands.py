@@ -77,3 +77,12 @@ def test_the_old_python_m_names_are_aliases_of_a_few_lines():
     assert done.returncode == 0, done.stderr[-2000:]
     shown = json.loads(done.stdout.strip().splitlines()[-1])
     assert shown == {old: [0, "usage:"] for old in ALIASES}, shown
+
+
+def test_the_readme_lists_every_command():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    listed = re.search(r"`\.venv/bin/litforge --help` lists them:\s*([^)]*)\)", readme)
+    assert listed is not None
+    assert {name.strip() for name in listed.group(1).split(",")} == set(COMMANDS)
