@@ -235,3 +235,32 @@ def test_a_shape_record_litforge_did_not_write_is_one_line(saved):
     with pytest.raises(ConfigError, match="^the checkpoint's shape record .* is not one"):
         _saved_shape(saved)
     assert _saved_shape({"micro_batch": 4, "accumulate": 2, "processes": 1}) == Shape(4, 2, 1)
+
+
+def odd_rng_states() -> list[object]:
+    from litforge.checkpointing.rng import capture
+
+    states = []
+    for key, value in (("torch", torch.zeros(3)), ("torch", "state"), ("numpy", [1, 2]),
+                       ("numpy", ["MT19937", torch.zeros(5, dtype=torch.int64), 0, 0, 0.0]),
+                       ("python", [3, torch.zeros(2, dtype=torch.int64), None]),
+                       ("python", None)):  # fmt: skip
+        state = capture()
+        state[key] = value
+        states.append({"per_rank": [state]})
+    bare = capture()
+    del bare["numpy"]
+    return [*states, {"per_rank": [bare]}, {"per_rank": ["x"]}]
+
+
+@pytest.mark.parametrize("saved", ["x", {"per_rank": 5}, *odd_rng_states()])
+def test_rng_states_litforge_did_not_write_are_one_line(saved):
+    from litforge.checkpointing.rng import RngState, capture
+
+    callback = RngState()
+    with pytest.raises(ConfigError, match="^the checkpoint's RNG states are not ones"):
+        callback.load_state_dict(saved)  # type: ignore[arg-type]
+        callback.on_train_start(None, None)  # type: ignore[arg-type]
+    good = RngState()
+    good.load_state_dict({"per_rank": [capture()]})
+    good.on_train_start(None, None)  # type: ignore[arg-type]

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from litforge.errors import ConfigError
+
 
 def capture() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
@@ -56,15 +58,36 @@ class RngState(L.Callback):
         return {"per_rank": everyone}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        per_rank = state_dict.get("per_rank", [])
+        per_rank = state_dict.get("per_rank", []) if isinstance(state_dict, dict) else None
+        if not isinstance(per_rank, list):
+            raise _not_ours(f"per_rank is a {type(per_rank).__name__}, not a list")
         rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         # A different world size cannot continue the same random streams; start new ones.
         self._to_restore = per_rank[rank] if len(per_rank) == _world_size() else None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._to_restore is not None:
-            restore(self._to_restore)
+            try:
+                restore(self._to_restore)
+            except (
+                KeyError,
+                TypeError,
+                ValueError,
+                RuntimeError,
+                IndexError,
+                OverflowError,
+            ) as err:
+                raise _not_ours(f"{type(err).__name__}: {str(err).strip()[:200]}") from None
             self._to_restore = None
+
+
+def _not_ours(why: str) -> ConfigError:
+    # A checkpoint's bytes are checked, but anyone can write a well-formed one.
+    why = " ".join(why.split())
+    return ConfigError(
+        f"the checkpoint's RNG states are not ones litforge writes ({why}); resume from an "
+        "intact checkpoint, or resume=never"
+    )
 
 
 def _ints(words: torch.Tensor | list[int]) -> list[int]:
