@@ -254,8 +254,9 @@ def hostile(kind: str, path: Path) -> None:
         return
     with tarfile.open(path, "w") as tar:
         tar.addfile(*_safe("inductor/fx/fine"))  # refused with the rest: all or nothing
-        info = tarfile.TarInfo({"parent": "inductor/../../escaped", "absolute": "/escaped",
-                                "unknown-root": "elsewhere/x"}.get(kind, "inductor/fx/x"))  # fmt: skip
+        names = {"parent": "inductor/../../escaped", "absolute": "/escaped",
+                 "unknown-root": "elsewhere/x"}  # fmt: skip
+        info = tarfile.TarInfo(names.get(kind, "inductor/fx/x"))
         if kind in ("symlink", "hardlink"):
             info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
             info.linkname = "/etc/passwd"

@@ -1,11 +1,12 @@
-"""The small records litforge reads back from a checkpoint directory, a store or a run
-directory, damaged, and the checkpoint file itself: a checkpoint's completeness marker (what resume and the upload of
-staged checkpoints read), the run lock, run.json (read back by each update and by
-`plan --from-run`) and metrics.json (what a rerun of a finished run reports). Each reader
-gives the right result, or skips the record with one line naming the file; never a
-traceback. A marker names the checkpoint's sha256, so a damaged marker never passes a
-checkpoint that differs from it; a JSON file without a checksum may read as other valid
-figures, which must then pass the reader's own rules."""
+"""The records litforge reads back from a checkpoint directory, a store or a run directory,
+damaged, and the checkpoint file itself: a checkpoint's completeness marker (what resume
+and the upload of staged checkpoints read), the run lock, run.json (read back by each
+update and by `plan --from-run`), metrics.json (what a rerun of a finished run reports),
+and a checkpoint's shape record and RNG states. Each reader gives the right result, or
+skips the record with one line naming the file, or refuses it in one line; never a
+traceback. A marker names the checkpoint's sha256 and a checkpoint file its members'
+CRC-32s, so damage there never passes as other data; a JSON file without a checksum may
+read as other valid figures, which must then pass the reader's own rules."""
 
 from __future__ import annotations
 

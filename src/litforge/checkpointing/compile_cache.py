@@ -11,9 +11,10 @@ there go, whenever they changed, to `<checkpoint dir>/compile-cache/torch-<versi
 overwrites the first card's); a run unpacks its archive before the sanity check and the
 first step. The archive is code this machine will run (inductor imports its `.py` files):
 it is signed with a key the bucket does not hold and used only when the signature verifies
-(compile_cache_archive.py). torch's portable artifacts (`torch.compiler.save_cache_artifacts`) were measured
-here first: loaded into an empty cache they saved no clear time on CPU, where a whole
-directory cut the first compiled step from 10-21 s to 2.7 s.
+(compile_cache_archive.py). torch's portable artifacts
+(`torch.compiler.save_cache_artifacts`) were measured here first: loaded into an empty
+cache they saved no clear time on CPU, where a whole directory cut the first compiled step
+from 10-21 s to 2.7 s.
 """
 
 from __future__ import annotations
