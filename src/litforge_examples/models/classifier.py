@@ -60,7 +60,9 @@ class Classifier(LitforgeModule):
         # No updates: a run resumed from a checkpoint taken at this epoch's end, where
         # Lightning calls this hook again with fresh metric state; there is nothing to report.
         if self.train_acc.update_count:
-            self.log("train/acc", self.train_acc.compute())  # compute() syncs across ranks
+            # compute() already syncs across ranks, so every rank logs the same value; the
+            # mean that sync_dist takes changes nothing and keeps Lightning from warning.
+            self.log("train/acc", self.train_acc.compute(), sync_dist=True)
         self.train_acc.reset()
 
     def validation_step(self, batch, batch_idx: int) -> None:
