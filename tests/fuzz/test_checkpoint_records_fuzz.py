@@ -80,6 +80,18 @@ def test_a_damaged_marker_never_passes_a_checkpoint_and_says_so(tmp_path, caplog
         assert torch.load(local, weights_only=True)["global_step"] == 2, label
 
 
+def test_a_marker_too_large_to_be_one_is_not_read_whole(tmp_path, caplog):
+    (tmp_path / "store").mkdir()
+    store = CheckpointStore(str(tmp_path / "store"))
+    local, manifest = checkpoint(tmp_path, 2)
+    store.upload(local, manifest)
+    marker = Path(store.path(local.name + MARKER_SUFFIX))
+    marker.write_text(manifest.to_json() + " " * 10**6)  # valid JSON, a megabyte of it
+    with caplog.at_level(logging.WARNING, logger="litforge"), pytest.raises(ConfigError):
+        resume.newest_complete(store, tmp_path / "staging", OmegaConf.create(MODEL))
+    assert "is unreadable (over 4096 bytes)" in caplog.text
+
+
 def test_a_damaged_staged_marker_is_left_where_it_is(s3, tmp_path, caplog):
     store = CheckpointStore("s3://litforge/runs/staged")
     local, manifest = checkpoint(tmp_path, 6)

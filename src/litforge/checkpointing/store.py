@@ -245,8 +245,8 @@ class CheckpointStore:
     def manifest(self, name: str) -> Manifest:
         """The marker of checkpoint `name`: FileNotFoundError without one, ValueError (one
         line) when it is unreadable or names another checkpoint."""
-        with self.fs.open(self.path(name + MARKER_SUFFIX), "rb") as stream:
-            text = stream.read(_MAX_MARKER_BYTES + 1)  # a marker is a few hundred bytes
+        # A marker is a few hundred bytes: one ranged read, never a whole hostile object.
+        text = self.fs.cat_file(self.path(name + MARKER_SUFFIX), start=0, end=_MAX_MARKER_BYTES + 1)
         if len(text) > _MAX_MARKER_BYTES:
             raise ValueError(f"over {_MAX_MARKER_BYTES} bytes")
         manifest = Manifest.from_json(text)
