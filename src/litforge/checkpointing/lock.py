@@ -26,6 +26,7 @@ from litforge.errors import LitforgeError
 
 log = logging.getLogger("litforge")
 LOCK_NAME = ".litforge-lock"
+_MAX_LOCK_BYTES = 4096
 
 
 def holder_alive(holder: dict[str, Any], stale_s: float) -> bool:
@@ -139,7 +140,8 @@ class RunLock:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            holder = json.loads(self.fs.cat_file(self.path))
+            # A lock is under 200 bytes: a larger object is read in part and is nobody's.
+            holder = json.loads(self.fs.cat_file(self.path, start=0, end=_MAX_LOCK_BYTES))
         except FileNotFoundError:
             return None
         except (ValueError, RecursionError):  # a torn write: treat it as nobody's
