@@ -109,3 +109,23 @@ def test_checkpoint_of_another_net_shape(make_cfg, gpt_run):
         ConfigError, match=r"model.net.n_layer=1, but the config has model.net.n_layer=2"
     ):
         evaluate(cfg)
+
+
+def test_another_models_checkpoint_names_the_command_its_run_records(make_cfg, tmp_path, capfd):
+    """eval.py with the wrong model: the one line ends with the command that evaluates the
+    checkpoint as its run was trained (from Hydra's record of the run's overrides)."""
+    from litforge import training
+    from tests.test_bad_input import run
+
+    run_dir = tmp_path / "gpt"
+    code, _, err = run(training.main, [*TINY_GPT, "debug=fdr", "test=false"], run_dir, capfd)
+    assert code == 0, err[-2000:]
+    (ckpt,) = (run_dir / "checkpoints").glob("*.ckpt")
+    with pytest.raises(ConfigError) as refused:
+        evaluate(eval_cfg(make_cfg, ckpt))  # configured: the CNN
+    expected = f"as its run was trained: python eval.py {' '.join(TINY_GPT)} debug=fdr"
+    assert expected in str(refused.value) and f"ckpt_path={ckpt}" in str(refused.value)
+    (run_dir / ".hydra" / "overrides.yaml").write_text("{a: !!python/name:os.system}\n")
+    with pytest.raises(ConfigError) as refused:  # a record that is not a list: no hint
+        evaluate(eval_cfg(make_cfg, ckpt))
+    assert "as its run was trained" not in str(refused.value)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from litforge.checkpointing import shards, zip_integrity
 from litforge.checkpointing.model_record import RECORD_KEY
 from litforge.checkpointing.store import CheckpointStore, download_dir
+from litforge.checkpointing.trained_with import eval_command
 from litforge.errors import ConfigError, redact_url
 from litforge.validation.schema import leaves
 
@@ -71,7 +72,13 @@ def load_weights(module: torch.nn.Module, model: DictConfig, url: str, staging_d
     local = fetch(url, staging_dir)
     checkpoint = load(str(local))
     what = f"ckpt_path={url}"
-    check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
+    try:
+        check_matches(checkpoint, OmegaConf.to_container(model, resolve=True), what)  # type: ignore[arg-type]
+    except ConfigError as err:
+        command = eval_command(url)  # its run's record, printed, never built from
+        if command is None:
+            raise
+        raise ConfigError(f"{err}; as its run was trained: {command}") from None
     # As Lightning's load_from_checkpoint does, the module's own hook sees the checkpoint
     # first (a LoRA module checks there that its base is the one the adapters trained on).
     if callable(hook := getattr(module, "on_load_checkpoint", None)):
@@ -241,8 +248,7 @@ def check_matches(checkpoint: dict[str, Any], configured: dict[str, Any], what: 
     if saved.get("_target_") != configured.get("_target_"):
         raise ConfigError(
             f"{what} holds a {saved.get('_target_')} checkpoint, but model= configures "
-            f"{configured.get('_target_')}; pass the model/experiment it was trained with "
-            "(e.g. experiment=gpt_char)"
+            f"{configured.get('_target_')}; pass the model= or experiment= it was trained with"
         )
     for part in sorted(set(_built_parts(saved)) | set(_built_parts(configured))):
         old = dict(leaves(saved.get(part) or {}, f"model.{part}"))
