@@ -104,15 +104,38 @@ def test_no_generated_file_holds_an_absolute_path(which, request):
         assert not [r for r in roots if r in text], rel
 
 
-COMPOSE_EVERY_EXPERIMENT = """
-import json, sys
+# Every option of every group of the project's conf/ composes, and every `_target_` it
+# holds (outside Hydra's own settings) imports: a file shipped without its module fails.
+COMPOSE_EVERY_OPTION = """
+import json
 from pathlib import Path
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 from litforge import compose
-found = {}
-for path in sorted(Path("conf/experiment").glob("*.yaml")):
-    cfg = compose([f"experiment={path.stem}"], "/tmp/unused", conf_dir="conf")
-    found[path.stem] = cfg.model._target_
-print(json.dumps(found))
+
+def targets(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("_target_"), str):
+            yield node["_target_"]
+        for value in node.values():
+            yield from targets(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from targets(value)
+
+experiments, broken = [], {}
+for group in sorted(p for p in Path("conf").iterdir() if p.is_dir()):
+    for path in sorted(group.glob("*.yaml")):
+        choice = f"{group.name}={path.stem}"
+        try:
+            cfg = OmegaConf.to_container(compose([choice], "/tmp/unused", conf_dir="conf"))
+            for target in targets({k: v for k, v in cfg.items() if k != "hydra"}):
+                get_object(target)
+        except Exception as err:
+            broken[choice] = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        else:
+            experiments += [path.stem] if group.name == "experiment" else []
+print(json.dumps({"experiments": experiments, "broken": broken}))
 """
 
 
@@ -123,11 +146,13 @@ print(json.dumps(found))
         ("generated_minimal", {"digits_cnn"}),
     ],
 )  # fmt: skip
-def test_every_experiment_of_a_project_composes(which, expected, request):
+def test_every_option_of_a_project_composes_and_its_targets_import(which, expected, request):
     project = request.getfixturevalue(which)
-    result = run_in(project, "-c", COMPOSE_EVERY_EXPERIMENT)
+    result = run_in(project, "-c", COMPOSE_EVERY_OPTION)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert set(json.loads(result.stdout.strip().splitlines()[-1])) == expected
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["broken"] == {}
+    assert set(found["experiments"]) == expected
 
 
 def _train(project: Path, run_dir: Path, *overrides: str) -> None:

@@ -30,6 +30,7 @@ GPT_FILES = (
     f"src/{EXAMPLE_PACKAGE}/data/text.py",
     "conf/model/gpt.yaml",
     "conf/data/text.yaml",
+    "conf/data/text_stream.yaml",
     "conf/experiment/gpt_char.yaml",
     "conf/experiment/gpt_char_finetune.yaml",
     "conf/experiment/hf_finetune.yaml",
