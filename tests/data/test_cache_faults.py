@@ -82,16 +82,22 @@ def test_a_damaged_cached_block_is_dropped_and_read_again(tmp_path):
     assert read_all(ShardedDataset(str(tmp_path / "ds"), cache_dir=str(cache))) == list(
         map(float, range(40))
     )
-    blocks = sorted(cache.glob("*.blk"))
-    assert len(blocks) == 8
+    blocks = sorted(cache.glob("*.lfs-[0-9].blk"))
+    headers = sorted(cache.glob("*-header.blk"))
+    assert len(blocks) == 8 and len(headers) == 2
     blocks[0].write_bytes(blocks[0].read_bytes()[:-3])  # cut short
     flipped = bytearray(blocks[1].read_bytes())
     flipped[-1] ^= 0x40  # a tensor byte: without the digest, a wrong sample
     blocks[1].write_bytes(bytes(flipped))
     blocks[2].write_bytes(blocks[3].read_bytes())  # another block's bytes under its name
+    headers[0].write_bytes(headers[0].read_bytes()[:-1])  # a header cut short
+    zeroed = bytearray(headers[1].read_bytes())
+    zeroed[-16:] = bytes(16)  # the last block's digest gone
+    headers[1].write_bytes(bytes(zeroed))
     again = ShardedDataset(str(tmp_path / "ds"), cache_dir=str(cache))
     assert read_all(again) == [float(i) for i in range(40)]
     assert blocks[1].read_bytes() != bytes(flipped)  # replaced by the block as fetched
+    assert headers[1].read_bytes() != bytes(zeroed)  # read again from the shard
 
 
 def test_a_dataset_rewritten_at_the_same_url_never_gets_the_old_cached_blocks(tmp_path):
@@ -102,7 +108,7 @@ def test_a_dataset_rewritten_at_the_same_url_never_gets_the_old_cached_blocks(tm
     write(url, offset=1000)  # the same sizes and counts, other samples
     assert read_all(ShardedDataset(str(url), cache_dir=str(cache)))[:2] == [1000.0, 1001.0]
     new = {p.name for p in cache.glob("*.blk")} - old
-    assert len(new) == len(old) == 8  # keyed on the new index (the old ones age out)
+    assert len(new) == len(old) == 10  # keyed on the new index (the old ones age out)
 
 
 def test_a_partial_block_of_a_live_writer_is_kept_and_of_a_killed_one_removed(tmp_path):

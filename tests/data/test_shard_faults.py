@@ -51,7 +51,8 @@ def hostile_block(ds: Path) -> None:
     """A consistent shard (digests right) whose first block holds 7 samples, not 8."""
     blocks = [fmt.encode_block([(torch.zeros(2), i) for i in range(n)]) for n in (7, 8, 8)]
     (ds / SHARD).write_bytes(fmt.encode_shard(blocks, 24))
-    index_edit(lambda r: r["shards"][0].update(bytes=(ds / SHARD).stat().st_size))(ds)
+    data = (ds / SHARD).read_bytes()
+    index_edit(lambda r: r["shards"][0].update(bytes=len(data), header=fmt.header_digest(data)))(ds)
 
 
 OFFSETS = fmt.HEAD_SIZE  # where the block offsets start (u64 each)
@@ -73,6 +74,8 @@ CASES = {  # damage -> what the line says (after "URL: damaged: ")
     "a tensor byte flipped": (lambda ds: patch(ds / SHARD, (ds / SHARD).stat().st_size - 1, b"\x7f"),
                               SHARD, "block 2 (bytes"),
     "under-counted": (index_edit(under_count), SHARD, "its header counts 24 samples, {index} says 16"),
+    "another header": (index_edit(lambda r: r["shards"][0].update(header="0" * 64)), SHARD,
+                       "its header does not match its digest in {index} (replaced or damaged?)"),
     "samples_per_block 0": (index_edit(lambda r: r.update(samples_per_block=0)), fmt.INDEX,
                             "samples_per_block=0, not a positive count"),
     "no shards": (index_edit(lambda r: r.pop("shards")), fmt.INDEX, "no list of shards"),

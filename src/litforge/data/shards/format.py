@@ -2,8 +2,9 @@
 
     URL/index.json          {"format": "litforge-shards", "version": 2, "samples": N,
                              "samples_per_block": B, "shards": [{"name", "samples",
-                             "bytes"}], "provides": ...}; written last: its presence
-                            means every shard is complete
+                             "bytes", "header": sha256 hex of the shard's header}],
+                             "provides": ...}; written last: its presence means every
+                             shard is complete
     URL/shard-00000.lfs     b"LFSH", version u32, samples u64, blocks u32, then
                             blocks + 1 offsets u64 (from the file's start), then each
                             block's digest (sha256, first 16 bytes), then the blocks of up to
@@ -14,9 +15,11 @@ have been read as a different sample.
 
 Everything here is read from a store someone else may write, so nothing is taken on
 trust: the index's fields are checked for type and range, a shard's header against the
-index (its sample count, block count and size), its offsets against each other and the
-file's size, and each block against its digest before it is decoded. A fault raises
-`Damaged` saying what is wrong; the reader names the file.
+index (its sample count, block count and size, then its digest), its offsets against
+each other and the file's size, and each block against its digest before it is decoded.
+So the index, fetched at every start, vouches for every byte: a header or block kept in a
+local cache is checked the same way. A fault raises `Damaged` saying what is wrong; the
+reader names the file.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ DIGEST = 16  # bytes of a block's sha256 kept (measured here: 18 us per 17 KB, b
 _HEAD = struct.Struct("<4sIQI")  # magic, version, samples, blocks
 HEAD_SIZE = _HEAD.size
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")  # a file beside the index, no path
+_HEX = re.compile(r"[0-9a-f]{64}")
 REWRITE = "rewrite the dataset with `litforge shards write`"
 
 
@@ -49,6 +53,7 @@ class ShardInfo:
     name: str
     samples: int
     bytes: int
+    header: str  # sha256 hex of the shard's header (its counts, offsets, block digests)
 
 
 def _count(value: Any, least: int) -> bool:
@@ -98,7 +103,12 @@ class Index:
                     f"{where}: damaged: shard {shard['name']} has no positive samples and bytes"
                     f" counts; {REWRITE}"
                 )
-            infos.append(ShardInfo(shard["name"], shard["samples"], shard["bytes"]))
+            header = shard.get("header")
+            if not isinstance(header, str) or not _HEX.fullmatch(header):
+                raise ConfigError(
+                    f"{where}: damaged: shard {shard['name']} has no header digest; {REWRITE}"
+                )
+            infos.append(ShardInfo(shard["name"], shard["samples"], shard["bytes"], header))
         if len({s.name for s in infos}) != len(infos):
             raise ConfigError(f"{where}: damaged: a shard is listed twice; {REWRITE}")
         per_block = record.get("samples_per_block")
@@ -135,6 +145,12 @@ def encode_shard(blocks: list[bytes], samples: int) -> bytes:
     head = _HEAD.pack(MAGIC, VERSION, samples, len(blocks))
     head += struct.pack(f"<{len(offsets)}Q", *offsets)
     return head + b"".join(map(block_digest, blocks)) + b"".join(blocks)
+
+
+def header_digest(shard: bytes) -> str:
+    """The sha256 hex of an encoded shard's header, for the index."""
+    (blocks,) = struct.unpack_from("<I", shard, _HEAD.size - 4)
+    return hashlib.sha256(shard[: _HEAD.size + (8 + DIGEST) * blocks + 8]).hexdigest()
 
 
 def header_size(first_bytes: bytes, shard: ShardInfo, samples_per_block: int, index: str) -> int:
@@ -176,6 +192,20 @@ def block_offsets(header: bytes, shard: ShardInfo) -> tuple[list[int], list[byte
     if offsets[-1] != shard.bytes:
         raise Damaged(f"its blocks end at byte {offsets[-1]} of a {shard.bytes}-byte file")
     return offsets, digests
+
+
+def parse_header(
+    header: bytes, shard: ShardInfo, samples_per_block: int, index: str
+) -> tuple[list[int], list[bytes]]:
+    """A whole header's block offsets and digests (`block_offsets`), once it agrees with the
+    index (`header_size`); else Damaged."""
+    length = header_size(header, shard, samples_per_block, index)
+    if length > shard.bytes:
+        raise Damaged(f"its header claims {length} bytes of a {shard.bytes}-byte file")
+    offsets = block_offsets(header, shard)
+    if hashlib.sha256(header).hexdigest() != shard.header:
+        raise Damaged(f"its header does not match its digest in {index} (replaced or damaged?)")
+    return offsets
 
 
 def check_block(data: bytes, block: int, start: int, end: int, digest: bytes) -> None:

@@ -12,6 +12,7 @@ a fault is one line naming the file's URL (`DamagedShards`), not retried.
 from __future__ import annotations
 
 import bisect
+import errno
 import hashlib
 import itertools
 import json
@@ -30,6 +31,14 @@ from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
 
 __all__ = ["DamagedShards", "DataStoreUnreachable", "ShardedDataset"]
+
+
+class _PastTheEnd(Exception):
+    """A range read that starts past the file's end (s3fs: EINVAL, "range not satisfiable")."""
+
+
+def _past_the_end(err: Exception) -> bool:
+    return isinstance(err, OSError) and err.errno == errno.EINVAL and "range" in str(err).lower()
 
 
 def _one_try(url: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +133,8 @@ class ShardedDataset(Dataset):
             except FileNotFoundError:
                 raise
             except Exception as err:  # noqa: BLE001 - a store's errors have no common type
+                if _past_the_end(err):
+                    raise _PastTheEnd from None  # damage, not an outage: not retried
                 refused = isinstance(err, PermissionError) or "credentials" in str(err).lower()
                 if attempt == retries or refused:  # a refusal does not pass with waiting
                     raise DataStoreUnreachable(
@@ -232,31 +243,41 @@ class ShardedDataset(Dataset):
     def _shard_bytes(self, shard: int, start: int | None = None, end: int | None = None,
                      size: bool = False) -> Any:  # fmt: skip
         name = self.index.shards[shard].name
+        index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
         try:
             return self._fetch(name, start, end, size=size)
         except FileNotFoundError:
-            index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
             raise self._damaged(name, f"listed in {index_url} but not there (deleted?)") from None
+        except _PastTheEnd:
+            raise self._damaged(name, f"it ends before byte {start} (truncated?)") from None
 
     def _header(self, shard: int) -> tuple[list[int], list[bytes]]:
         """Shard `shard`'s block offsets and digests, once its size and header agree with
-        the index."""
+        the index; from the disk cache when it holds them (a warm cache reads nothing
+        from the store)."""
         if shard in self._headers:
             return self._headers[shard]
-        info, name = self.index.shards[shard], self.index.shards[shard].name
+        info = self.index.shards[shard]
         index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
+        per_block, key = self.index.samples_per_block, f"{self._cache_key}-{info.name}-header"
+        if self._cache is not None and (hit := self._cache.get(key)) is not None:
+            try:
+                self._headers[shard] = fmt.parse_header(hit, info, per_block, index_url)
+                return self._headers[shard]
+            except fmt.Damaged:  # another writer's, or a damaged disk: read again
+                self._cache.drop(key)
         size = self._shard_bytes(shard, size=True)
         if size != info.bytes:
             state = "empty" if size == 0 else f"{size} bytes"
-            raise self._damaged(name, f"{state}, {index_url} says {info.bytes} (truncated?)")
+            raise self._damaged(info.name, f"{state}, {index_url} says {info.bytes} (truncated?)")
         try:
             first = self._shard_bytes(shard, 0, fmt.HEAD_SIZE)
-            per_block = self.index.samples_per_block
             length = fmt.header_size(first, info, per_block, index_url)
-            if length > info.bytes:
-                raise fmt.Damaged(f"its header claims {length} bytes of a {info.bytes}-byte file")
-            header = fmt.block_offsets(self._shard_bytes(shard, 0, length), info)
+            raw = self._shard_bytes(shard, 0, length)
+            header = fmt.parse_header(raw, info, per_block, index_url)
         except fmt.Damaged as err:
-            raise self._damaged(name, str(err)) from None
+            raise self._damaged(info.name, str(err)) from None
+        if self._cache is not None:
+            self._cache.put(key, raw)
         self._headers[shard] = header
         return header

@@ -102,7 +102,7 @@ def write_shards(
         data_bytes = fmt.encode_shard(blocks, in_shard)
         content.update(data_bytes)
         fs.pipe_file(f"{root.rstrip('/')}/{name}", data_bytes)
-        shards.append(fmt.ShardInfo(name, in_shard, len(data_bytes)))
+        shards.append(fmt.ShardInfo(name, in_shard, len(data_bytes), fmt.header_digest(data_bytes)))
         blocks, in_shard = [], 0
 
     for sample in samples_of(data):
