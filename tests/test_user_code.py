@@ -206,3 +206,19 @@ def test_a_plain_module_fine_tunes_from_its_checkpoint_with_frozen_layers(make_c
     after = torch.load(newest_checkpoint(tmp_path / "tuned"), weights_only=False)["state_dict"]
     for name, tensor in after.items():  # frozen as restored; the rest trained on
         assert torch.equal(tensor, before[name]) == name.startswith("net.model.1."), name
+
+
+def test_the_budget_measures_a_module_whose_optimizer_reads_its_trainer(make_cfg, caplog):
+    """configure_optimizers builds Adam on `self.trainer.model.parameters()` with no partial
+    in the config: the budget measures it with a Trainer attached (Adam: two states)."""
+    from litforge.commands import budget
+
+    cfg = make_cfg(*USER, "model=lht_reads_trainer", "trainer.max_steps=2", "test=false")
+    subject = budget.from_config(cfg)
+    states = subject.states("32-true")
+    assert states.optimizers == ("Adam",)
+    tensors = len(list(subject.module.parameters()))
+    # exp_avg and exp_avg_sq of each weight, and each tensor's float32 `step`
+    assert states.optimizer == 2 * states.gradients + 4 * tensors
+    train(cfg)
+    assert "memory budget: skipped" not in caplog.text

@@ -12,7 +12,8 @@ with attention counted as CUDA's fused kernels save it when the question is abou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,29 @@ __all__ = [
 ]  # fmt: skip
 
 SMALL_MODULE_BYTES = 64 * 2**20  # larger modules are measured on meta copies, by depth
+
+
+@contextmanager
+def _attached_to_a_trainer(module: L.LightningModule) -> Iterator[None]:
+    """The module attached to a CPU Trainer whose strategy holds it (`self.trainer`,
+    `self.trainer.model`), for the call; a module that has a Trainer keeps its own."""
+    if module._trainer is not None:  # noqa: SLF001 - Lightning's own attribute
+        yield
+        return
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.strategy.connect(module)
+    module.trainer = trainer
+    try:
+        yield
+    finally:
+        module.trainer = None  # type: ignore[assignment]
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 @dataclass(frozen=True)
@@ -95,17 +119,21 @@ def _weight_bytes(param: torch.nn.Parameter) -> int:
 def _optimizers_of(
     module: L.LightningModule, params: list[torch.nn.Parameter], config: dict[str, Any] | None
 ) -> list[torch.optim.Optimizer]:
-    """The optimizers the module's `configure_optimizers` returns; for one that needs its
-    Trainer (lightning-hydra-template's `self.trainer.model.parameters()`), the config's
-    `optimizer` partial built on the parameters."""
+    """The optimizers the module's `configure_optimizers` returns, called with a Trainer
+    attached as Lightning calls it (lightning-hydra-template's
+    `self.trainer.model.parameters()`); where it still fails, the config's `optimizer`
+    partial built on the parameters."""
     try:
-        return _configure_optimizers(module.configure_optimizers())[0]
-    except Exception as err:  # noqa: BLE001 - any user code outside a Trainer
+        with _attached_to_a_trainer(module):
+            return _configure_optimizers(module.configure_optimizers())[0]
+    except Exception as err:  # noqa: BLE001 - any user code outside a fit
         node = (config or {}).get("optimizer")
         if not (isinstance(node, dict) and node.get("_partial_")):
             raise LitforgeError(
-                f"{type(module).__name__}.configure_optimizers() fails outside a Trainer "
-                f"({type(err).__name__}: {err}) and model.optimizer is no _partial_ to build"
+                f"{type(module).__name__}.configure_optimizers() fails before a fit starts "
+                f"({type(err).__name__}: {_first_line(err)}), and model.optimizer is no "
+                "_partial_ to build instead: read the trainer's settings there in "
+                "setup()/on_fit_start(), or give model.optimizer as a _partial_ target"
             ) from err
         from hydra.utils import instantiate
 
