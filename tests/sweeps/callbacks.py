@@ -73,8 +73,8 @@ class PauseAtLaterJobs(Callback):
 class SignalSweepWhenAllTrain(L.Callback):
     """Under hydra/launcher=gpus: at step 3 each trial process waits for the other `trials`
     to get there (marker files in the sweep directory); the last to arrive sends `signum`
-    (SIGTERM; 9 for a kill -9) to their parent, the sweep, once. So every trial is
-    mid-training when the signal comes."""
+    (SIGTERM; 9 for a kill -9) to the sweep ($LITFORGE_SWEEP_PID: the trial's parent is
+    its guard), once. So every trial is mid-training when the signal comes."""
 
     def __init__(self, trials: int, signum: int = signal.SIGTERM) -> None:
         self.trials, self.signum = trials, signum
@@ -89,7 +89,7 @@ class SignalSweepWhenAllTrain(L.Callback):
         while not sent.exists() and time.monotonic() < deadline:
             if len(list(sweep_dir.glob("training-*"))) >= self.trials:
                 sent.touch()
-                os.kill(os.getppid(), self.signum)
+                os.kill(int(os.environ["LITFORGE_SWEEP_PID"]), self.signum)
                 return
             time.sleep(0.1)
 

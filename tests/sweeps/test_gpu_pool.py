@@ -130,9 +130,14 @@ def _alive(pid: int) -> bool:
     ("override", "says"),
     [
         ("trainer.devices=3", "trainer.devices=3 in job #0, but hydra.launcher.devices has 2"),
-        ("hydra.launcher.per_device=2", "hydra.launcher.per_device=2: give 1"),
-        # Slow for CI time; make test covers both checks in-process (test_settings_are_checked,
-        # test_a_device_that_is_not_visible_is_named_with_what_is) and the one-line path above.
+        # Slow for CI time; make test covers these checks in-process (test_settings_are_checked,
+        # test_a_device_that_is_not_visible_is_named_with_what_is) and the one-line path at
+        # set-up with test_pool_lifecycle's test_an_unknown_launcher_key_is_one_line_...
+        pytest.param(
+            "hydra.launcher.per_device=2",
+            "hydra.launcher.per_device=2: give 1",
+            marks=pytest.mark.slow,
+        ),
         pytest.param(
             "hydra.launcher.stagger_s=-1",
             "hydra.launcher.stagger_s=-1: give the seconds",

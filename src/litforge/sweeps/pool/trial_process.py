@@ -35,6 +35,7 @@ _SWEEP_ONLY = (
 LAUNCHER_PID = "LITFORGE_LAUNCHER_PID"
 _PARSER = OverridesParser.create()
 _RANK_ENV = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")
+SWEEP_PID = "LITFORGE_SWEEP_PID"  # the sweep process, in each trial's environment
 GUARD = Path(__file__).with_name("guard.py")  # run as a script: it imports nothing of ours
 
 
@@ -127,6 +128,7 @@ def start(job: Job, sweep_dir: Path, env: dict[str, str], return_file: Path, lif
     environ = {k: v for k, v in os.environ.items() if k not in (*_RANK_ENV, LAUNCHER_PID)}
     environ.update(env)
     environ[job_return.ENV] = str(return_file)
+    environ[SWEEP_PID] = str(os.getpid())  # the trial's parent is its guard
     guarded = [sys.executable, str(GUARD), str(lifeline), repr(float(kill_after_s)), "--"]
     with open(job.job_dir / "launcher.log", "ab") as out:
         return subprocess.Popen(
