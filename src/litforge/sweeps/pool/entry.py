@@ -68,14 +68,17 @@ def entry_command(task_function: Callable[..., Any] | None) -> list[str]:
 
     spec = getattr(__main__, "__spec__", None)
     if spec is not None and spec.name:
-        own = [sys.executable, "-m", spec.name]
-    else:
+        own: list[str] | None = [sys.executable, "-m", spec.name]
+    elif sys.argv and os.path.isfile(sys.argv[0]):
         own = [sys.executable, os.path.abspath(sys.argv[0])]
+    else:  # `python -c`, a notebook: no program to run again
+        own = None
     if task_function is None:
-        return own
+        return own or [sys.executable, *sys.argv[:1]]
     tasks = unwrapped(task_function)
     app = tasks[0]
-    if any(t.__module__ == "__main__" for t in tasks) or _defines_app(__main__, tasks):
+    mains = any(t.__module__ == "__main__" for t in tasks) or _defines_app(__main__, tasks)
+    if own is not None and mains:
         return own
     home = sys.modules.get(app.__module__)  # the app's own module first
     for module in [home, *(m for m in list(sys.modules.values()) if m is not home)]:
@@ -86,7 +89,11 @@ def entry_command(task_function: Callable[..., Any] | None) -> list[str]:
         if name is not None:
             root = _import_root(Path(file), module.__name__)
             return [sys.executable, "-c", _BOOT, str(root), module.__name__, name, file]
-    started_by = spec.name if spec is not None and spec.name else sys.argv[0] or "python"
+    argv0 = sys.argv[0] if sys.argv else ""
+    started_by = (
+        spec.name if spec is not None and spec.name
+        else "python -c" if argv0 == "-c" else argv0 or "an interactive python"
+    )  # fmt: skip
     raise ConfigError(
         f"hydra/launcher=gpus: this sweep was started by {started_by}, not by the app's own "
         f"script, and no module defines a function that runs the app "
