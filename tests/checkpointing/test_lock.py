@@ -47,6 +47,26 @@ def test_a_lock_whose_holder_is_gone_is_taken_over(tmp_path, host, pid, age_s):
     assert not (tmp_path / ".litforge-lock").exists()
 
 
+def test_locks_a_gone_run_left_are_taken_over_with_one_true_line(tmp_path, caplog):
+    """The store's and the run directory's locks name the same dead process: one line says
+    it is gone and both are taken over, and nothing says it is still going."""
+    from litforge.checkpointing.lock import acquire_all
+
+    dirs = [tmp_path / "store", tmp_path / "run"]
+    for where in dirs:
+        where.mkdir()
+        plant(where, socket.gethostname(), 2**22 + 7, age_s=1)
+    locks = [RunLock(fsspec.filesystem("file"), str(d / ".litforge-lock"), str(d)) for d in dirs]
+    with caplog.at_level("WARNING", logger="litforge"):
+        acquire_all(locks)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1, said
+    assert "is gone" in said[0] and f"{dirs[0]} and {dirs[1]}" in said[0]
+    assert "still going" not in said[0] and "Wait" not in said[0]
+    for lock in locks:
+        lock.release()
+
+
 def test_a_fresh_holder_on_another_host_keeps_the_lock(tmp_path):
     plant(tmp_path, "another-host", 1, age_s=5)
     with pytest.raises(RunLocked, match="another-host"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import shutil
 import time
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from litforge import console
 from litforge.checkpointing import checkpoint_file, compile_cache, resume
 from litforge.checkpointing.callback import StoreCheckpoint
-from litforge.checkpointing.lock import LOCK_NAME, RunLock, RunLocked
+from litforge.checkpointing.lock import LOCK_NAME, RunLock, acquire_all
 from litforge.checkpointing.optimizer_settings import OptimizerSettings
 from litforge.checkpointing.preemption import Preempted, Preemption
 from litforge.checkpointing.restore import HotStart, Restore, load_weights, named, requested
@@ -264,15 +263,7 @@ def _lock(store: CheckpointStore, run_dir: Path) -> list[RunLock]:
         RunLock(store.fs, store.path(LOCK_NAME), str(store), timeout_s=store.timeout_s),
         RunLock(local, str(run_dir / LOCK_NAME), str(run_dir)),
     ]
-    for taken, lock in enumerate(locks):
-        try:
-            lock.acquire()
-        except RunLocked:
-            for held in locks[:taken]:
-                held.release()
-            raise
-        atexit.register(lock.release)
-    return locks
+    return acquire_all(locks)
 
 
 def _set_aside(store: CheckpointStore) -> None:

@@ -82,13 +82,13 @@ class RunLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def acquire(self) -> None:
-        """Take the lock or raise RunLocked naming its live holder."""
+    def acquire(self) -> dict[str, Any] | None:
+        """Take the lock or raise RunLocked naming its live holder; returns the record of a
+        holder that is gone whose lock this took over (the caller says so, once)."""
         holder = self._read()
         if holder is not None and holder.get("token") != self.token and self._alive(holder):
             raise RunLocked(self._describe(holder))
-        if holder is not None:
-            log.warning("taking over the lock of a run that is gone: %s", self._describe(holder))
+        gone = holder if holder is not None and holder.get("token") != self.token else None
         self._write()
         time.sleep(0.05)  # a rival that wrote at the same moment: the last write wins
         holder = self._read()
@@ -98,6 +98,7 @@ class RunLock:
             target=self._beat, name="litforge-lock-heartbeat", daemon=True
         )
         self._thread.start()
+        return gone
 
     def release(self, wait_s: float | None = None) -> None:
         """Remove the lock if it is still ours; waits at most `timeout_s` (or `wait_s`, when
@@ -157,11 +158,38 @@ class RunLock:
         return holder_alive(holder, self.stale_s)
 
     def _describe(self, holder: dict[str, Any]) -> str:
-        heartbeat = holder.get("heartbeat")
-        age = time.time() - heartbeat if _number(heartbeat) else float("inf")
         return (
-            f"{self.where} is in use by host {holder.get('host', '?')} pid "
-            f"{holder.get('pid', '?')} (heartbeat {age:.0f} s ago): another run with this "
+            f"{self.where} is in use by {holder_line(holder)}: another run with this "
             f"run_name is still going. Wait for it, or use another run_name; a lock whose "
             f"holder is gone is taken over ({self.stale_s:.0f} s after its last heartbeat)"
         )
+
+
+def acquire_all(locks: list[RunLock]) -> list[RunLock]:
+    """Take every lock (each released at exit), or none: a live holder of any raises
+    RunLocked. Locks a run that is gone left are taken over with one line for all of them
+    (they name the same process)."""
+    gone: list[tuple[RunLock, dict[str, Any]]] = []
+    for taken, lock in enumerate(locks):
+        try:
+            holder = lock.acquire()
+        except RunLocked:
+            for held in locks[:taken]:
+                held.release()
+            raise
+        atexit.register(lock.release)
+        if holder is not None:
+            gone.append((lock, holder))
+    if gone:
+        log.warning(
+            "a run that is gone (%s) left its lock on %s; this run takes it over",
+            holder_line(gone[0][1]), " and ".join(lock.where for lock, _ in gone),
+        )  # fmt: skip
+    return locks
+
+
+def holder_line(holder: dict[str, Any]) -> str:
+    """`host H pid P (heartbeat N s ago)`: who a lock record names."""
+    heartbeat = holder.get("heartbeat")
+    age = f"{time.time() - heartbeat:.0f} s ago" if _number(heartbeat) else "unknown"
+    return f"host {holder.get('host', '?')} pid {holder.get('pid', '?')} (heartbeat {age})"
