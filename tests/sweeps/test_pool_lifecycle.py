@@ -101,14 +101,23 @@ def test_launcher_settings_are_one_line_each():
         settings.check({"devices": [0, 0]})
 
 
-def test_an_unknown_launcher_key_is_one_line_and_no_trial_is_asked(tmp_path):
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("+hydra.launcher.kill_afters=1", "hydra.launcher.kill_afters: not a setting"),
+        ("trainer.devices=3", "trainer.devices=3 in job #0, but hydra.launcher.devices has 2"),
+    ],
+)
+def test_a_bad_launcher_input_under_optuna_is_one_line_with_no_retry_said(tmp_path, override, says):
+    # The first is refused when the launcher is set up (no trial asked), the second when
+    # a batch is launched (its trials are config errors, not interrupted ones).
     code, out = finish(plain_sweep(
         tmp_path, "hydra/sweeper=litforge_optuna", "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.n_jobs=2", "+hydra.launcher.kill_afters=1",
+        "hydra.sweeper.n_jobs=2", "hydra.launcher.devices=[0,1]", override,
     ))  # fmt: skip
     assert code == 2, out[-3000:]
     errors = [line for line in out.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "hydra.launcher.kill_afters: not a setting" in errors[0], out
+    assert len(errors) == 1 and says in errors[0], out
     assert "interrupted" not in out and "retried" not in out and "Traceback" not in out, out
     assert jobs_seen(tmp_path) == []
 

@@ -79,16 +79,30 @@ class GpusLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
+        from litforge.errors import ConfigError
         from litforge.exits import report_user_errors
         from litforge.sweeps.pool.launcher import launch
 
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
-        with report_user_errors():  # bad settings: one line, before any trial starts
+        basic = self.config.hydra.sweeper.get("_target_") == BASIC_SWEEPER
+        try:
             returns = launch(
                 self.settings, loader, self.config, job_overrides, initial_job_idx, self.entry
             )
-        if self.config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:
+        except ConfigError as err:  # a device not visible, a trial's trainer.devices
+            if basic:
+                with report_user_errors():  # one line, before any trial starts
+                    raise
+            # Another sweeper (litforge's Optuna) gets it as each job's outcome: it stops
+            # on a config error in one line, where an exception from the launcher would
+            # count the batch's trials as interrupted ones to retry.
+            refused = [_OneLineReturn(overrides=list(o), status=JobStatus.FAILED)
+                       for o in job_overrides]  # fmt: skip
+            for ret in refused:
+                ret._return_value = err
+            return refused
+        if basic:
             return [_one_line(r) if r.status == JobStatus.FAILED else r for r in returns]
         return returns
 
