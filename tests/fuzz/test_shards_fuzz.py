@@ -8,14 +8,17 @@ import copy
 import json
 import random
 import struct
+import time
 from collections import Counter
 from typing import Any
 
+import pytest
 import torch
 
 from litforge.data.shards.blocks import Damaged, decode_block, encode_block
+from litforge.data.shards.reader import DamagedShards, ShardedDataset
 from tests.fuzz.damage import damaged_copies
-from tests.fuzz.shard_data import check, write
+from tests.fuzz.shard_data import PER_SHARD, check, write
 
 SEED, CASES = 20261205, 40
 
@@ -42,7 +45,7 @@ def test_damaged_shards_read_right_or_are_one_line_naming_the_shard(tmp_path):
     assert check("shard 1 replaced by 0", url, [f"{url}/shard-00001.lfs"], original) == "refused"
 
 
-def test_damaged_shards_on_the_s3_server(s3):
+def test_damaged_shards_on_the_s3_server(s3, tmp_path):
     """The same on the object store (its range reads past a cut differ from a file's): each
     kind of damage once."""
     import fsspec
@@ -59,6 +62,16 @@ def test_damaged_shards_on_the_s3_server(s3):
             fs.pipe_file(path, damaged)
         check(f"s3 {label}", url, [f"{url}/{shard}"], original)
         fs.pipe_file(path, good)
+    # Cut under a reader whose cache holds the shard's header: S3 refuses a range past the
+    # object's end ("not satisfiable"), which is this damage, not an outage to retry.
+    cached = ShardedDataset(url, retries=3, backoff_s=30, cache_dir=str(tmp_path / "cache"))
+    assert cached[0][1] == 0  # shard 0's header and first block, cached
+    fs.pipe_file(path, good[:200])
+    again = ShardedDataset(url, retries=3, backoff_s=30, cache_dir=str(tmp_path / "cache"))
+    started = time.monotonic()
+    with pytest.raises(DamagedShards, match=rf"^{url}/{shard}: damaged: it ends before byte "):
+        [again[i] for i in range(PER_SHARD)]
+    assert time.monotonic() - started < 10  # not retried: a retry waits 30 s
 
 
 ODD = (0, -1, 3, 10**9, 2**70, 1.5, True, None, "int64", "Tensor", [], {}, [3, "x"])
