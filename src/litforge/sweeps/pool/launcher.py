@@ -192,6 +192,9 @@ class _Pool:
             if code is None:
                 continue
             del self.running[n]
+            if code == -signal.SIGKILL:  # the guard was killed: what it led may be left
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)  # a live group keeps its id
             self.capacity.give_back(ids, self.costs[n])
             if self.leases is not None:
                 self.leases.done(self._keys(ids))
