@@ -16,8 +16,7 @@ def test_the_classifier_logs_nothing_lightning_warns_about_under_ddp(tmp_path, r
     recommend it; the example's train/acc is synced already and says so."""
     import torch.distributed as dist
 
-    from litforge.cli import compose
-    from litforge.training import train
+    from litforge import compose, train
 
     try:  # one process: its group is this test's, and ends with it
         train(compose(["trainer=ddp", "trainer.devices=1", "debug=fdr", "test=false"], tmp_path))
