@@ -50,12 +50,17 @@ def test_the_example_package_name_is_gone_and_litforge_stays(generated):
     assert "from litforge import" in (generated / f"src/{NAME}/models/classifier.py").read_text()
 
 
+def test_a_full_projects_make_train_installs_no_dev_tools(generated):
+    makefile = (generated / "Makefile").read_text()
+    assert "train: $(CORE)" in makefile and "test: $(STAMP)" in makefile  # no dev tools to train
+
+
 def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
     requirement = _requirement(generated)
     found = re.fullmatch(r"litforge\[([\w,]+)\]==(\S+)", requirement)
     assert found, requirement
-    assert set(found[1].split(",")) == {"sweeps", "slurm", "wandb", "tensorboard", "mlflow",
-                                        "s3", "hf", "scaffold"}  # fmt: skip
+    # its sweeps, its W&B sweep, its Hugging Face experiment; not every logger and launcher
+    assert set(found[1].split(",")) == {"sweeps", "wandb", "hf", "scaffold"}
     (wheel,) = (generated / "vendor").glob("*.whl")
     assert wheel.name.startswith(f"litforge-{found[2]}-")
     names = zipfile.ZipFile(wheel).namelist()
@@ -80,14 +85,15 @@ def test_with_a_remote_the_project_pins_its_commit(tmp_path, template_src):
 def test_minimal_and_without_choose_examples_and_extras(tmp_path, template_src):
     project = new_project(
         "lean_exp", tmp_path / "lean_exp", source=template_src, minimal=True,
-        without="wandb,sweeps,s3",
+        without="wandb,sweeps,s3", with_extras="mlflow",
     )  # fmt: skip
     files = _files(project)
     for gone in ("nets/gpt.py", "data/text.py", "conf/model/gpt.yaml", "conf/hparams_search/",
                  "conf/wandb_sweep.yaml", "test_gpt.py"):  # fmt: skip
         assert not [f for f in files if gone in f], gone
     extras = re.fullmatch(r"litforge\[([\w,]+)\]==\S+", _requirement(project))[1].split(",")
-    assert set(extras) == {"slurm", "tensorboard", "mlflow", "hf", "scaffold"}
+    # what its files use (no sweeps, no W&B sweep, no Hugging Face model left), plus --with
+    assert set(extras) == {"mlflow", "scaffold"}
 
 
 # Slow for CI time; make test covers it by a project trains at once (test_a_new_experiment_in_a_project_trains_at_once) and each of its experiments composes (test_public_names).

@@ -18,6 +18,10 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("dest", type=Path, help="directory to create (outside this repository)")
     new.add_argument("--minimal", action="store_true", help="digits only: no GPT, text, benchmarks")
     new.add_argument("--without", default="", help="optional parts to leave out, e.g. wandb,s3")
+    new.add_argument(
+        "--with", dest="with_extras", default="",
+        help="litforge extras beyond those the project's files use, e.g. mlflow,s3",
+    )  # fmt: skip
     new.add_argument("--force", action="store_true", help="replace a non-empty DEST")
     new.add_argument("--template", type=Path, help="template repository (default: this one)")
     exp = sub.add_parser("experiment", help="conf/experiment/NAME.yaml (+ model, data, test)")
@@ -51,7 +55,10 @@ def run(argv: list[str]) -> None:
     if args.command == "new-project":
         from litforge.scaffold.project import new_project
 
-        new_project(args.name, args.dest, args.template, args.minimal, args.without, args.force)
+        new_project(
+            args.name, args.dest, args.template, args.minimal, args.without, args.force,
+            args.with_extras,
+        )  # fmt: skip
     elif args.command == "experiment":
         from litforge.scaffold.experiment import new_experiment
 

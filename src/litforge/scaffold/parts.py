@@ -74,13 +74,36 @@ EXTRAS: dict[str, Extra] = {
 ALWAYS = ("scaffold",)
 
 
+def used_extras(minimal: bool) -> list[str]:
+    """The extras whose capability the project's own files use (its sweeps, its W&B sweep,
+    its Hugging Face experiment): what a new project depends on beside `ALWAYS`. The
+    library's other options (logger=mlflow, hydra/launcher=slurm, an s3:// checkpoint.dir)
+    name their extra in one line when picked without it; `--with` adds them up front."""
+    shipped = [
+        extra
+        for extra in EXTRAS.values()
+        if extra.files and not (minimal and all(f in GPT_FILES for f in extra.files))
+    ]
+    return [extra.name for extra in shipped]
+
+
 def parse_without(text: str) -> list[str]:
     """`'wandb, s3'` -> `['wandb', 's3']`; a name that is not an extra is a ValueError."""
+    return _extras("--without", text, "leave out")
+
+
+def parse_with(text: str) -> list[str]:
+    """`'mlflow,s3'` -> `['mlflow', 's3']`: extras to depend on beyond those the project's
+    files use; a name that is not an extra is a ValueError."""
+    return _extras("--with", text, "add")
+
+
+def _extras(flag: str, text: str, verb: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in EXTRAS]
     if unknown:
         raise ValueError(
-            f"--without {','.join(unknown)}: not an extra a project can leave out; choose from "
+            f"{flag} {','.join(unknown)}: not an extra a project can {verb}; choose from "
             + ", ".join(f"{e.name} ({e.about})" for e in EXTRAS.values())
         )
     return names

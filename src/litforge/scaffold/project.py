@@ -14,7 +14,7 @@ import yaml
 
 from litforge.scaffold import gitio, view
 from litforge.scaffold.checks import ScaffoldError, check_dest, check_name, require_git
-from litforge.scaffold.parts import parse_without
+from litforge.scaffold.parts import parse_with, parse_without
 from litforge.scaffold.questions import ANSWERS_FILE
 from litforge.scaffold.recipe import note_own_recipe
 
@@ -52,13 +52,16 @@ def new_project(
     minimal: bool = False,
     without: str = "",
     force: bool = False,
+    with_extras: str = "",
 ) -> Path:
-    """Generate project `name` at `dest` from the template at `source` (default: this one)."""
+    """Generate project `name` at `dest` from the template at `source` (default: this one).
+    It depends on the litforge extras its files use, plus `with_extras`, less `without`."""
     require_git()
     source = gitio.toplevel(source or template_root())
     check_name(name, source)
     try:
         parts = parse_without(without)
+        added = parse_with(with_extras)
     except ValueError as err:
         raise ScaffoldError(str(err)) from None
     dest = dest.expanduser().resolve()
@@ -76,7 +79,12 @@ def new_project(
         _copier().run_copy(
             str(built.path),
             work,
-            data={"name": name, "minimal": minimal, "without": ",".join(parts)},
+            data={
+                "name": name,
+                "minimal": minimal,
+                "without": ",".join(parts),
+                "with_extras": ",".join(added),
+            },  # fmt: skip
             vcs_ref=built.tag,
             defaults=True,
             overwrite=True,
@@ -141,6 +149,8 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         _say(f"{project} is at the template's latest version {new.tag}; nothing to do")
         return new.tag
     data = {"source": str(source)} if template is not None else {}
+    if "with_extras" not in answers:  # made when a project depended on every extra: keep them
+        data["with_extras"] = ",".join(_required_extras(project))
     copier = _copier()
     # copier.run_update takes no src_path (a template that moved); its Worker does, and
     # copier 9.19 marks importing it from `copier` as deprecated.
@@ -167,3 +177,14 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
     if own:
         _say(own)
     return new.tag
+
+
+def _required_extras(project: Path) -> list[str]:
+    """The extras in the `litforge[...]` requirement of the project's pyproject.toml."""
+    import re
+
+    from litforge.scaffold.parts import EXTRAS
+
+    found = re.search(r"litforge\[([\w,\s-]*)\]", (project / "pyproject.toml").read_text())
+    names = [n.strip() for n in found.group(1).split(",")] if found else []
+    return [n for n in names if n in EXTRAS]

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from litforge.scaffold.parts import ALWAYS, EXTRAS, GPT_FILES, Extra
+from litforge.scaffold.parts import ALWAYS, EXTRAS, GPT_FILES, Extra, used_extras
 from litforge.scaffold.pin import pip_url
 
 ANSWERS_FILE = ".copier-answers.yml"
@@ -32,10 +32,14 @@ def copier_config(source: str, template_path: Any, pin: Any) -> str:
             paths = "\n".join(template_path(p).rstrip("/*") for p in extra.files)
             excludes.append("{% if " + _left_out(extra) + " %}" + paths + "{% endif %}")
     valid = sorted(EXTRAS)
+    # The extras the project's files use (fewer with --minimal), plus --with, less --without.
+    used = f"({used_extras(True)!r} if minimal else {used_extras(False)!r})"
     loop = (
         "{% for e in "
         + repr(list(EXTRAS))
-        + " if e not in without.split(',') %}{{ e }},{% endfor %}"
+        + " if e not in without.split(',') and (e in with_extras.split(',') or e in "
+        + used
+        + ") %}{{ e }},{% endfor %}"
     )
     requirement = (
         f"litforge[{{{{ extras }}}}] @ git+{pip_url(pin.git_url)}@{pin.sha}"
@@ -64,6 +68,16 @@ def copier_config(source: str, template_path: Any, pin: Any) -> str:
             "default": "",
             "help": f"litforge extras not to depend on, comma-separated: {', '.join(valid)}",
             "validator": "{% for p in without.split(',') if p and p not in "
+            + repr(valid)
+            + " %}unknown extra {{ p }} (valid: "
+            + ", ".join(valid)
+            + "){% endfor %}",
+        },
+        "with_extras": {
+            "type": "str",
+            "default": "",
+            "help": f"litforge extras to depend on beyond those its files use: {', '.join(valid)}",
+            "validator": "{% for p in with_extras.split(',') if p and p not in "
             + repr(valid)
             + " %}unknown extra {{ p }} (valid: "
             + ", ".join(valid)
