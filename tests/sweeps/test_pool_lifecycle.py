@@ -30,12 +30,27 @@ def _wait_for(check, timeout: float) -> bool:
     return check()
 
 
+@pytest.mark.parametrize(
+    ("sweeper", "stopped"),
+    [
+        ((), -signal.SIGTERM),  # Hydra's basic sweeper: SIGTERM's own default, after the trials
+        (
+            (
+                "hydra/sweeper=litforge_optuna",
+                "hydra.sweeper.n_jobs=2",
+                "hydra.sweeper.n_trials=2",
+                "hydra.sweeper.sampler=grid",
+            ),
+            128 + signal.SIGTERM,
+        ),  # fmt: skip
+    ],
+)
 def test_sigterm_reaches_every_trial_and_one_that_ignores_it_is_killed_after_kill_after_s(
-    tmp_path,
+    tmp_path, sweeper, stopped
 ):
     process = plain_sweep(
         tmp_path, "hydra.launcher.devices=[0,1]", "x=1,2", "sleep=600", "stubborn_on=1",
-        "blocked_on=2", "children=1", "hydra.launcher.kill_after_s=2",
+        "blocked_on=2", "children=1", "hydra.launcher.kill_after_s=2", *sweeper,
     )  # fmt: skip
     assert _wait_for(lambda: len(jobs_seen(tmp_path)) == 2, 120), process.stdout
     seen = jobs_seen(tmp_path)
@@ -44,10 +59,13 @@ def test_sigterm_reaches_every_trial_and_one_that_ignores_it_is_killed_after_kil
     process.send_signal(signal.SIGTERM)
     code, out = finish(process, timeout=60)
     took = time.monotonic() - signalled
-    assert code == -signal.SIGTERM, out[-3000:]  # what SIGTERM does to a basic sweep
+    assert code == stopped, out[-3000:]
     assert 2 <= took < 2 + 20, took  # the grace period, and not forever
     assert not any(_alive(p) for p in pids), pids  # the trials' own children too
-    killed = "was still running hydra.launcher.kill_after_s=2 s later, so it was killed"
+    killed = (
+        "ended: TrialStoppedEarly: SIGTERM from the sweep: the trial was still running "
+        "hydra.launcher.kill_after_s=2 s later, so it was killed"
+    )
     assert out.count(killed) == 2, out[-3000:]
 
 

@@ -28,7 +28,7 @@ from litforge.sweeps.pool import devices as pool_devices
 from litforge.sweeps.pool import packing, settings
 from litforge.sweeps.pool.capacity import Capacity
 from litforge.sweeps.pool.leases import Leases
-from litforge.sweeps.pool.trial_process import Job, outcome, start
+from litforge.sweeps.pool.trial_process import Job, PoolJobReturn, outcome, start
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -214,7 +214,7 @@ class _Pool:
         from litforge.sweeps.signals import NotStarted
 
         job = self.jobs[n]
-        ret = JobReturn(overrides=job.overrides, hydra_cfg=job.config, status=JobStatus.FAILED)
+        ret = PoolJobReturn(overrides=job.overrides, hydra_cfg=job.config, status=JobStatus.FAILED)
         assert self.signalled is not None
         ret._return_value = NotStarted(self.signalled)
         return ret

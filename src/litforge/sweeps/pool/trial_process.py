@@ -47,7 +47,12 @@ class TrialProcessDied(LitforgeError):
 
 class TrialStoppedEarly(LitforgeError):
     """The sweep passed a signal on to a trial that ended before it could say how (still
-    starting up): interrupted, not failed; the sweep's rerun runs it."""
+    starting up, or killed kill_after_s later): interrupted, not failed; the sweep's rerun
+    runs it. Its exit status is the signal's (128 + its number), as the sweep's own."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        self.exit_code = 128 + signum
+        super().__init__(message)
 
 
 @dataclass
@@ -57,6 +62,18 @@ class PoolJobReturn(JobReturn):
     devices: list[int] = field(default_factory=list)
     device_uuids: list[str] = field(default_factory=list)
     duration_s: float | None = None  # the trial's own time, start to end of its process
+
+    @property
+    def return_value(self) -> Any:
+        """The value, or the trial's error raised, without Hydra's "Error executing job"
+        line: the launcher has said which trial ended how."""
+        if self.status == JobStatus.COMPLETED:
+            return self._return_value
+        raise self._return_value
+
+    @return_value.setter
+    def return_value(self, value: Any) -> None:
+        self._return_value = value
 
 
 @dataclass
@@ -163,14 +180,16 @@ def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
         ret._return_value = _error(record)
     elif signalled is not None and exit_code == -signal.SIGKILL and kill_after_s is not None:
         ret._return_value = TrialStoppedEarly(
+            signalled,
             f"{signal.Signals(signalled).name} from the sweep: the trial was still running "
             f"hydra.launcher.kill_after_s={kill_after_s:g} s later, so it was killed (its "
-            f"output: {job.job_dir / 'launcher.log'})"
+            f"output: {job.job_dir / 'launcher.log'})",
         )
     elif signalled is not None:
         ret._return_value = TrialStoppedEarly(
+            signalled,
             f"{signal.Signals(signalled).name} from the sweep ended the trial's process "
-            f"({_exit_words(exit_code)}) before it reported an outcome"
+            f"({_exit_words(exit_code)}) before it reported an outcome",
         )
     else:
         ret._return_value = TrialProcessDied(
