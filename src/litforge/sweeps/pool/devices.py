@@ -27,17 +27,11 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def resolve(setting: Any, visible: int) -> list[int]:
-    """hydra.launcher.devices: `auto` (every visible GPU) or a list of ids. A list is taken
-    as given on a machine without GPUs (trials then run on CPU, side by side)."""
+def device_ids(setting: Any) -> list[int] | None:
+    """hydra.launcher.devices as a list of ids, None for auto (which ids are visible is
+    checked at launch); one line for any other form."""
     if setting in (None, "auto"):
-        if visible == 0:
-            log.warning(
-                "hydra.launcher.devices=auto: no GPU visible, so one trial at a time on CPU "
-                "(hydra.launcher.devices=[0,1] runs two side by side)"
-            )
-            return [0]
-        return list(range(visible))
+        return None
     ids = OmegaConf.to_container(setting) if OmegaConf.is_list(setting) else setting
     if isinstance(ids, int) and not isinstance(ids, bool):
         ids = [ids]
@@ -51,6 +45,21 @@ def resolve(setting: Any, visible: int) -> list[int]:
             f"hydra.launcher.devices={setting}: give auto (every visible GPU) or a list of "
             "distinct device ids >= 0, e.g. [0,1,2,3]"
         )
+    return ids
+
+
+def resolve(setting: Any, visible: int) -> list[int]:
+    """hydra.launcher.devices: `auto` (every visible GPU) or a list of ids. A list is taken
+    as given on a machine without GPUs (trials then run on CPU, side by side)."""
+    if setting in (None, "auto"):
+        if visible == 0:
+            log.warning(
+                "hydra.launcher.devices=auto: no GPU visible, so one trial at a time on CPU "
+                "(hydra.launcher.devices=[0,1] runs two side by side)"
+            )
+            return [0]
+        return list(range(visible))
+    ids = device_ids(setting) or []
     missing = [i for i in ids if i >= visible] if visible else []
     if missing:
         mask = os.environ.get("CUDA_VISIBLE_DEVICES")

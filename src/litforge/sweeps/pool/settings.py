@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from litforge.errors import ConfigError
 from litforge.sweeps.pool import packing
+from litforge.sweeps.pool.devices import device_ids
 
 # Machine-wide, not per user: the GPUs belong to the machine, and $XDG_RUNTIME_DIR is one
 # user's (two users' sweeps would not see each other's leases there). Local, not shared:
@@ -39,7 +38,7 @@ def check(settings: dict[str, Any]) -> None:
             f"hydra.launcher.{unknown[0]}: not a setting of hydra/launcher=gpus; its keys are "
             + ", ".join(DEFAULTS)
         )
-    _check_devices(settings.get("devices", "auto"))
+    device_ids(settings.get("devices", "auto"))
     packing.check(settings.get("per_device", 1), settings.get("margin", 0.1))
     stagger = settings.get("stagger_s", 0.0)
     if isinstance(stagger, bool) or not isinstance(stagger, int | float) or stagger < 0:
@@ -64,25 +63,6 @@ def check(settings: dict[str, Any]) -> None:
         raise ConfigError(
             f"hydra.launcher.lease_dir={lease_dir}: give a directory on this machine's local "
             f"disk for the device leases (default {LEASE_DIR})"
-        )
-
-
-def _check_devices(setting: Any) -> None:
-    """The form of hydra.launcher.devices (which ids are visible is checked at launch)."""
-    if setting in (None, "auto"):
-        return
-    ids = OmegaConf.to_container(setting) if OmegaConf.is_list(setting) else setting
-    if isinstance(ids, int) and not isinstance(ids, bool):
-        ids = [ids]
-    if (
-        not isinstance(ids, list)
-        or not ids
-        or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids)
-        or len(set(ids)) != len(ids)
-    ):
-        raise ConfigError(
-            f"hydra.launcher.devices={setting}: give auto (every visible GPU) or a list of "
-            "distinct device ids >= 0, e.g. [0,1,2,3]"
         )
 
 
