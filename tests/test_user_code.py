@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from litforge import build
 from litforge import training as train_entry
@@ -138,6 +139,34 @@ def test_ddp_gives_each_rank_a_disjoint_shard_of_a_plain_datamodule(tmp_path):
     assert len(first | second) == 1197 and len(first & second) == 1
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["effective_batch_size"] == 64  # 32 per process x 2
+
+
+STANDALONE = "tests.user_project.standalone"
+NOT_LIGHTNING = [
+    ("model", f"{STANDALONE}.StandaloneModule",
+     "is a pytorch_lightning.LightningModule; .* import LightningModule from lightning.pytorch"),
+    ("data", f"{STANDALONE}.StandaloneData",
+     "is a pytorch_lightning.LightningDataModule; .* import LightningDataModule from lightning.pytorch"),
+    ("model", "torch.nn.Identity",
+     "built a torch.nn.modules.linear.Identity, not a lightning.pytorch.LightningModule$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("group", "target", "line"), NOT_LIGHTNING)
+def test_a_model_or_data_not_on_lightning_is_one_line_before_training(
+    make_cfg, group, target, line
+):
+    """A class of the standalone `pytorch_lightning` package (`import pytorch_lightning as
+    pl`), or no Lightning class at all: one line naming the key and the fix, not Lightning's
+    TypeError or `Expected a parent` from inside `fit`."""
+    if target.startswith(STANDALONE):
+        pytest.importorskip("pytorch_lightning")
+    cfg = make_cfg(*USER)
+    with open_dict(cfg):
+        cfg[group] = {"_target_": target}
+    builder = build.build_module if group == "model" else build.build_datamodule
+    with pytest.raises(ConfigError, match=f"^{group}._target_={re.escape(target)} {line}"):
+        builder(cfg)
 
 
 def test_fsdp_refuses_a_plain_module_in_one_line(make_cfg):

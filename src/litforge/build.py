@@ -45,7 +45,29 @@ from litforge.tracking import lifecycle as tracking
 
 def build_datamodule(cfg: DictConfig) -> L.LightningDataModule:
     announce("data", cfg.data)
-    return construct(cfg.data, "data")
+    datamodule = construct(cfg.data, "data")
+    check_kind(datamodule, L.LightningDataModule, "data", cfg.data)
+    return datamodule
+
+
+def check_kind(built: Any, base: type, group: str, node: DictConfig) -> None:
+    """`model`/`data` must build lightning's LightningModule/LightningDataModule (Lightning's
+    Trainer refuses anything else deep inside `fit`); one line, naming the usual cause, a
+    class of the standalone `pytorch_lightning` package, with its one-line fix."""
+    if isinstance(built, base):
+        return
+    target = f"{group}._target_={node.get('_target_')}"
+    name = base.__name__
+    if any(
+        kind.__module__.startswith("pytorch_lightning.") and kind.__name__ == name
+        for kind in type(built).__mro__
+    ):
+        raise ConfigError(
+            f"{target} is a pytorch_lightning.{name}; litforge trains with the `lightning` "
+            f"package, whose Trainer refuses it: import {name} from lightning.pytorch "
+            "(`import lightning.pytorch as pl`)"
+        )
+    raise ConfigError(f"{target} built a {_class_name(built)}, not a lightning.pytorch.{name}")
 
 
 def announce(path: str, node: Any) -> None:
@@ -68,6 +90,7 @@ def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
     uncompiled)."""
     announce("model", cfg.model)
     module = construct(cfg.model, "model")
+    check_kind(module, L.LightningModule, "model", cfg.model)
     freeze(module, cfg.model.get(FREEZE_KEY))
     check_optimizer(cfg.model, module)
     if is_fsdp_run(cfg):  # before any process starts
