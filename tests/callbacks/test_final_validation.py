@@ -53,6 +53,18 @@ def test_epoch_schedule_ends_on_a_validation(make_cfg, tmp_path, overrides, expe
     assert validated_at(tmp_path / "run") == expected
 
 
+@pytest.mark.parametrize(
+    "minimum", ["trainer.min_epochs=10", "trainer.min_steps=50"], ids=["min_epochs", "min_steps"]
+)
+def test_max_steps_before_the_minimum_still_ends_on_a_validation(make_cfg, tmp_path, minimum):
+    """An experiment written for long runs (min_epochs: 10, as lightning-hydra-template's
+    example has) cut short with max_steps: Lightning ignores a stop request before the
+    minimum, so the run used to end with no val/ metrics and no ranked checkpoint."""
+    metrics = train(make_cfg(*CNN, minimum, "trainer.max_steps=2"))
+    assert validated_at(tmp_path / "run") == [2]
+    assert "val/loss" in metrics and metrics["best_checkpoint"] is not None
+
+
 def test_a_run_resumed_mid_epoch_still_ends_on_a_validation(make_cfg, tmp_path):
     # Lightning calls no on_train_epoch_start for the epoch a run resumes in.
     first = [*GPT, "test=false", "checkpoint.every_n_train_steps=3", "run_name=mid"]

@@ -20,13 +20,17 @@ class FinalValidation(L.Callback):
     after it, inside fit (as it does for early stopping). Lightning validates at most once
     per batch, so a batch that validates anyway gets no second one. A stop requested by
     others (max_time's Timer, early stopping, preemption) already gets that validation from
-    Lightning, except in an epoch that `check_val_every_n_epoch` skips.
+    Lightning, except in an epoch that `check_val_every_n_epoch` skips. Lightning honours a
+    stop request only once `min_epochs` and `min_steps` are met (lightning-hydra-template's
+    example experiment sets `min_epochs: 10`), so on that batch both are lifted too: fit
+    ends after it whatever they say.
 
     Both conditions are counts that every DDP rank shares, so all ranks validate together.
     """
 
     def __init__(self) -> None:
         self._every_n_epochs: int | None = None  # check_val_every_n_epoch while lifted
+        self._minimums: tuple[int | None, int | None] | None = None  # min_epochs, min_steps
         self._last_epoch, self._max_steps, self._batches = False, -1, 0  # per epoch
 
     def on_train_batch_end(
@@ -46,6 +50,10 @@ class FinalValidation(L.Callback):
             # Lightning checks the epoch before the stop request: lift it for this batch.
             self._every_n_epochs = every
             trainer.check_val_every_n_epoch = 1
+        loop = trainer.fit_loop
+        if loop.min_epochs or loop.epoch_loop.min_steps:
+            self._minimums = (loop.min_epochs, loop.epoch_loop.min_steps)
+            loop.min_epochs, loop.epoch_loop.min_steps = None, None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.on_train_epoch_start(trainer, pl_module)  # Lightning skips that hook mid-epoch
@@ -74,3 +82,6 @@ class FinalValidation(L.Callback):
         if self._every_n_epochs is not None:
             trainer.check_val_every_n_epoch = self._every_n_epochs
             self._every_n_epochs = None
+        if self._minimums is not None:
+            trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = self._minimums
+            self._minimums = None
