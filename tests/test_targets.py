@@ -108,3 +108,22 @@ def test_a_logger_or_callback_block_without_target_is_one_line(make_cfg, overrid
     group = override.split(".")[0].lstrip("+")
     selected = "logger=mlflow" if group == "logger" else "callbacks=[default,early_stopping]"
     check_config(make_cfg(selected, override.lstrip("+")))  # selected, the same keys build
+
+
+def test_a_block_for_a_logger_that_is_no_option_is_not_sent_to_select_it(tmp_path, capfd):
+    """An experiment's `logger.comet` block, when litforge has no logger=comet: the line
+    names the options there are instead of one there is not."""
+    from litforge import training as train_entry
+    from tests.helpers import ROOT
+    from tests.test_bad_input import assert_one_line_error, run
+
+    lht = [f"hydra.searchpath=[file://{ROOT}/tests/user_project/conf]", "experiment=lht_loggers",
+           "trainer=cpu"]  # fmt: skip
+    code, out, err = run(train_entry.main, lht, tmp_path / "run", capfd)
+    assert_one_line_error(code, out, err, "logger.comet sets project_name but has no _target_, "
+                          "and logger has no option comet (csv, many, mlflow, none, "
+                          "tensorboard, wandb): remove the block, or give "
+                          "logger.comet._target_=package.Class")  # fmt: skip
+    code, out, err = run(train_entry.main, [*lht, "~logger.comet"], tmp_path / "run", capfd)
+    assert_one_line_error(code, out, err, "logger.tensorboard sets name but has no _target_, "
+                          "so nothing would be built from it: select it (logger=tensorboard)")  # fmt: skip

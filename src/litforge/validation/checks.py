@@ -75,11 +75,37 @@ def _check_entries_have_targets(group: str, entries: Any, example: str) -> None:
     for name, node in (entries or {}).items():
         if isinstance(node, dict) and "_target_" not in node:
             keys = ", ".join(sorted(node)) or "nothing"
+            options = _group_options(group)
+            if options is not None and str(name) not in options:
+                # lightning-hydra-template's `logger.aim.experiment` with no aim option:
+                # "select it" would send the user to an option that does not exist.
+                raise ConfigError(
+                    f"{group}.{name} sets {keys} but has no _target_, and {group} has no "
+                    f"option {name} ({', '.join(options)}): remove the block, or give "
+                    f"{group}.{name}._target_=package.Class"
+                )
             raise ConfigError(
                 f"{group}.{name} sets {keys} but has no _target_, so nothing would be built "
                 f"from it: select it ({example.replace('NAME', str(name))}), or give "
                 f"{group}.{name}._target_=package.Class"
             )
+
+
+def _group_options(group: str) -> list[str] | None:
+    """The options of `group` on this job's search path (conf/, litforge's, hydra.searchpath);
+    None outside a Hydra job (compose() in a notebook), where Hydra cannot be asked."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import HydraException
+
+    if not (HydraConfig.initialized() and GlobalHydra.instance().is_initialized()):
+        return None
+    job = HydraConfig.get()
+    try:
+        return sorted(set(GlobalHydra.instance().config_loader().get_group_options(
+            group, config_name=job.job.config_name, overrides=list(job.overrides.task))))  # fmt: skip
+    except HydraException:
+        return None
 
 
 def _check_logger_dirs(plain: dict[str, Any]) -> None:
