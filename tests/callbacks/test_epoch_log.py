@@ -39,7 +39,9 @@ class NamedLikeLHT(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
-def fit(tmp_path, max_epochs=3, **trainer_args) -> list[str]:
+def fit(
+    tmp_path, max_epochs=3, ckpt_path=None, save_on_train_epoch_end=None, **trainer_args
+) -> list[str]:
     data = TensorDataset(torch.zeros(16, 2))
     trainer = L.Trainer(
         default_root_dir=tmp_path,
@@ -48,7 +50,12 @@ def fit(tmp_path, max_epochs=3, **trainer_args) -> list[str]:
         enable_model_summary=False,
         num_sanity_val_steps=0,
         max_epochs=max_epochs,
-        callbacks=[EpochLog(), ModelCheckpoint(dirpath=tmp_path, monitor="val_loss")],
+        callbacks=[
+            EpochLog(),
+            ModelCheckpoint(
+                tmp_path, monitor="val_loss", save_on_train_epoch_end=save_on_train_epoch_end
+            ),
+        ],
         **trainer_args,
     )
     records: list[str] = []
@@ -59,7 +66,8 @@ def fit(tmp_path, max_epochs=3, **trainer_args) -> list[str]:
     level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        trainer.fit(NamedLikeLHT(), DataLoader(data, batch_size=4), DataLoader(data, batch_size=4))
+        loaders = DataLoader(data, batch_size=4), DataLoader(data, batch_size=4)
+        trainer.fit(NamedLikeLHT(), *loaders, ckpt_path=ckpt_path)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -93,3 +101,14 @@ def test_a_validation_inside_an_epoch_shows_only_its_own_metrics(tmp_path):
     assert values(lines[0]) == {"val_loss": 100, "val_loss_best": 100}  # no stale train value
     assert lines[0].startswith("epoch 0 step 2:")
     assert values(lines[1])["train_loss"] == 1.5
+
+
+def test_a_run_resumed_at_an_epochs_end_writes_no_empty_line_for_it(tmp_path):
+    """The run that trained the epoch wrote its line; resumed from a checkpoint saved at its
+    closing validation (as litforge's are), Lightning ends that epoch again, with no batch
+    and no metric."""
+    fit(tmp_path, max_epochs=1, save_on_train_epoch_end=False)
+    (ckpt,) = tmp_path.glob("*.ckpt")
+    lines = fit(tmp_path, max_epochs=2, ckpt_path=ckpt)
+    assert [line.split(":")[0] for line in lines] == ["epoch 1 step 8"], lines
+    assert values(lines[0])["train_loss"] == 11.5

@@ -62,6 +62,7 @@ class EpochLog(L.Callback):
 
     def __init__(self) -> None:
         self._finished: tuple[int, int] | None = None  # (epoch, step) not yet written
+        self._trained = False  # a training batch ran in this process since the last line
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
@@ -72,8 +73,15 @@ class EpochLog(L.Callback):
         metrics = epoch_scalars(self._validation_metrics(trainer), monitored(trainer))
         log.info("epoch %d step %d: %s", trainer.current_epoch, trainer.global_step, line(metrics))
 
+    def on_train_batch_end(self, *args: Any) -> None:
+        self._trained = True
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._finished = (trainer.current_epoch, trainer.global_step)
+        # Without a batch: a run resumed from a checkpoint saved at the epoch's closing
+        # validation, which Lightning ends again; the run that trained it wrote its line.
+        if self._trained:
+            self._finished = (trainer.current_epoch, trainer.global_step)
+        self._trained = False
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._write_finished(trainer)
