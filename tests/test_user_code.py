@@ -251,3 +251,16 @@ def test_the_budget_measures_a_module_whose_optimizer_reads_its_trainer(make_cfg
     assert states.optimizer == 2 * states.gradients + 4 * tensors
     train(cfg)
     assert "memory budget: skipped" not in caplog.text
+
+
+def test_a_module_completed_in_its_setup_gets_a_budget_line_that_says_so(make_cfg, caplog):
+    """Lightning calls the callbacks' `setup` before the module's: the budget's measurement
+    of a module that completes itself there fails, and its one warning names the hook."""
+    target = "model._target_=tests.user_project.completes_in_setup.CentredByTheData"
+    metrics = train(make_cfg(*USER, target, "trainer.max_steps=2", "test=false"))
+    assert metrics["global_step"] == 2  # the run itself trains
+    (line,) = [r.getMessage() for r in caplog.records if "memory budget: skipped" in r.getMessage()]
+    assert line.endswith(
+        "; it measured a training step before CentredByTheData.setup() ran); "
+        "callbacks.memory_budget=null hides this"
+    ), line

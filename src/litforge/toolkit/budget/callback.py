@@ -12,6 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import WeightAveraging
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from litforge import console
 from litforge.checkpointing.model_record import model_config
@@ -118,7 +119,10 @@ class MemoryBudget(L.Callback):
             self.estimate = row
             self.subject, self.limit = subject, limit
         except Exception as err:  # noqa: BLE001 - a default-on callback never stops a run
-            console.warn(f"memory budget: skipped ({describe(err)}); {KEY}=null hides this")
+            console.warn(
+                f"memory budget: skipped ({describe(err)}{before_setup(pl_module)}); "
+                f"{KEY}=null hides this"
+            )
             log.debug("memory budget: the measurement failed", exc_info=err)
             return None
         finally:
@@ -193,3 +197,13 @@ def _show(subject: Any, row: Row, limit: report.Limit) -> None:
     import rich
 
     rich.print(report.rich_table([row], subject, limit))
+
+
+def before_setup(module: L.LightningModule) -> str:
+    """Lightning calls the callbacks' `setup` before the module's own `setup` and
+    `configure_model`: what a module completes there is missing when the budget measures."""
+    hooks = [hook for hook in ("setup", "configure_model") if is_overridden(hook, module)]
+    if not hooks:
+        return ""
+    names = " and ".join(f"{type(module).__name__}.{hook}()" for hook in hooks)
+    return f"; it measured a training step before {names} ran"
