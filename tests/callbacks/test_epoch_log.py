@@ -112,3 +112,20 @@ def test_a_run_resumed_at_an_epochs_end_writes_no_empty_line_for_it(tmp_path):
     lines = fit(tmp_path, max_epochs=2, ckpt_path=ckpt)
     assert [line.split(":")[0] for line in lines] == ["epoch 1 step 8"], lines
     assert values(lines[0])["train_loss"] == 11.5
+
+
+def test_a_validation_that_ends_fit_mid_epoch_is_written_once_with_the_epoch(tmp_path):
+    """max_steps reached on a validating batch mid-epoch: that validation closes the epoch,
+    so it is on the epoch's line (with the partial epoch's training metrics), not on two."""
+    lines = fit(tmp_path, val_check_interval=2, max_steps=6)
+    assert [line.split(":")[0] for line in lines] == [
+        "epoch 0 step 2",
+        "epoch 0 step 4",
+        "epoch 1 step 6",
+    ], lines
+    assert values(lines[-1]) == {
+        "val_loss": 101,
+        "train_loss": 10.5,  # batches 0 and 1 of epoch 1
+        "epochs_done": 2,
+        "val_loss_best": 100,
+    }

@@ -2,7 +2,8 @@
 
 One line per finished training epoch with that epoch's own metrics (its training
 aggregates and the validation that closed it), and one line for each validation inside an
-epoch (`val_check_interval`) with that validation's metrics. Every scalar the module logs
+epoch (`val_check_interval`) with that validation's metrics, but the one that ends the
+epoch (at `max_steps` or a stop), which is on the epoch's line. Every scalar the module logs
 is shown, whatever its name (`val_loss`, `val/acc`, `acc_best`), the monitored one first.
 
 Why the epoch's line waits for the epoch's end: Lightning validates before it aggregates
@@ -68,8 +69,8 @@ class EpochLog(L.Callback):
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         fitting = trainer.state.fn == "fit"
-        if fitting and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
-            return  # it closes the epoch: written with the epoch's training metrics
+        if fitting and self._closes_epoch(trainer):
+            return  # written with the epoch's training metrics, on the epoch's line
         metrics = epoch_scalars(self._validation_metrics(trainer), monitored(trainer))
         log.info("epoch %d step %d: %s", trainer.current_epoch, trainer.global_step, line(metrics))
 
@@ -97,6 +98,18 @@ class EpochLog(L.Callback):
         if trainer.is_global_zero:
             metrics = epoch_scalars(trainer.callback_metrics, monitored(trainer))
             log.info("epoch %d step %d: %s", epoch, step, line(metrics))
+
+    @staticmethod
+    def _closes_epoch(trainer: L.Trainer) -> bool:
+        """Whether this validation is the epoch's last: on its last batch, at `max_steps`,
+        or at a stop Lightning honours (FinalValidation's, early stopping's)."""
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            return True
+        if 0 <= trainer.max_steps <= trainer.global_step:
+            return True
+        # Lightning's own test for a stop before min_epochs/min_steps (private; if it goes,
+        # a stop request counts as honoured).
+        return trainer.should_stop and getattr(trainer.fit_loop, "_can_stop_early", True)
 
     @staticmethod
     def _validation_metrics(trainer: L.Trainer) -> Mapping[str, Any]:
