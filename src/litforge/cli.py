@@ -92,7 +92,8 @@ def entry_point(
                 check_grid_jobs(quote_numeric_choices(sys.argv[1:]), config_name, project)
             launchers.agree_on_stamp(sys.argv[1:])  # torchrun / srun ranks: one run dir
         root = search_root(project)
-        with errors_before_the_job(sys.argv[1:]):  # an unresolvable hydra.run.dir: one line
+        # An unresolvable hydra.run.dir, a sweep callback's refusal: one line.
+        with report_user_errors(), errors_before_the_job(sys.argv[1:]):
             hydra.main(version_base="1.3", config_path=root, config_name=config_name)(hydra_run)()
 
     return main

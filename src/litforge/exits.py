@@ -69,13 +69,23 @@ def report_user_errors(run_dir: Path | None = None) -> Iterator[None]:
     except LitforgeError as err:
         if run_dir is not None and _rank_zero():
             _remove_if_unused(run_dir)
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or _ERRORS_TO_CALLER.get():
+        if user_wants_tracebacks() or _ERRORS_TO_CALLER.get():
             raise
         from litforge.job_return import record_error  # here: `import litforge.cli` stays light
 
         record_error(err)  # for the launcher of this job's process, if one asked
         print(f"error: {err}", file=sys.stderr)
         _exit(err.exit_code)
+
+
+# Set beside HYDRA_FULL_ERROR when litforge, not the user, set it (litforge.hydra_start:
+# while Hydra starts a run); inherited by processes started meanwhile, which drop both.
+PRE_JOB_MARK = "LITFORGE_PRE_JOB"
+
+
+def user_wants_tracebacks() -> bool:
+    """HYDRA_FULL_ERROR=1 as the user's own choice."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1" and PRE_JOB_MARK not in os.environ
 
 
 def _exit(code: int) -> None:

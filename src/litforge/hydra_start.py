@@ -20,20 +20,21 @@ from contextlib import contextmanager
 from hydra.errors import CompactHydraException
 from omegaconf.errors import OmegaConfBaseException
 
+from litforge.exits import PRE_JOB_MARK
+
 _SWITCH = "HYDRA_FULL_ERROR"
-_armed = False
 
 
 @contextmanager
 def errors_before_the_job(argv: list[str]) -> Iterator[None]:
     """Around Hydra's main: an error raised before `job_started()` becomes one line."""
-    global _armed
+    job_started()  # a switch a parent process set while it started is not this one's
     multirun = bool({"-m", "--multirun"} & set(argv))
     if multirun or os.environ.get(_SWITCH) is not None:
         yield
         return
     os.environ[_SWITCH] = "1"
-    _armed = True
+    os.environ[PRE_JOB_MARK] = "1"  # ours: litforge's own reporting still says one line
     try:
         yield
     except CompactHydraException as err:  # Hydra's own short errors, printed as Hydra does
@@ -51,10 +52,8 @@ def errors_before_the_job(argv: list[str]) -> Iterator[None]:
 
 def job_started() -> None:
     """Hydra reports errors itself from here on (the job's first step)."""
-    global _armed
-    if _armed:
+    if os.environ.pop(PRE_JOB_MARK, None) is not None:
         os.environ.pop(_SWITCH, None)
-        _armed = False
 
 
 def one_line(err: OmegaConfBaseException) -> str:
