@@ -25,6 +25,7 @@ from litforge.cli import check_group_choices
 from litforge.errors import ConfigError
 from litforge.evaluation import evaluate
 from litforge.training import train
+from litforge.validation import targets
 from tests.helpers import ROOT, poison, run_entry
 from tests.test_bad_input import assert_one_line_error, run
 
@@ -264,3 +265,24 @@ def test_a_module_completed_in_its_setup_gets_a_budget_line_that_says_so(make_cf
         "; it measured a training step before CentredByTheData.setup() ran); "
         "callbacks.memory_budget=null hides this"
     ), line
+
+
+BROKEN = [
+    ("def build(depth=1, width):\n    pass\n", "SyntaxError: non-default argument follows default argument ({file}, line 1)"),
+    ("WIDTH = undefined_name\n", "NameError: name 'undefined_name' is not defined"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "line"), BROKEN, ids=["syntax", "raises"])
+def test_a_target_module_that_is_found_but_broken_is_one_line_saying_where(
+    tmp_path, monkeypatch, source, line
+):
+    """The user's module is on the path and fails as it imports: the line says what it
+    raised (a syntax error with its file and line), not to check that it is installed."""
+    (tmp_path / "broken_lab.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    expected = "model._target_=broken_lab.Model cannot be imported: importing broken_lab raised "
+    expected += line.format(file=tmp_path / "broken_lab.py")
+    with pytest.raises(ConfigError) as caught:
+        targets.locate({"_target_": "broken_lab.Model"}, "model")
+    assert str(caught.value) == expected

@@ -59,9 +59,16 @@ def locate(node: Mapping[str, Any], path: str) -> Any:
         extra = missing_extra(cause)
         if extra is not None:
             raise ConfigError(f"{path}._target_={name}: {extra}") from None
+        if isinstance(cause, (ImportError, AttributeError)):  # not found where it was looked for
+            raise ConfigError(
+                f"{path}._target_={name} cannot be imported (module {module}: {reason}); "
+                "is the package installed, or its directory on PYTHONPATH?"
+            ) from None
+        if isinstance(cause, SyntaxError):  # found, and broken: where
+            reason = f"{cause.msg} ({cause.filename}, line {cause.lineno})"
         raise ConfigError(
-            f"{path}._target_={name} cannot be imported (module {module}: {reason}); "
-            "is the package installed, or its directory on PYTHONPATH?"
+            f"{path}._target_={name} cannot be imported: importing {module} raised "
+            f"{type(cause).__name__}: {reason}"
         ) from None
 
 
