@@ -170,6 +170,7 @@ def _measure(
             copy.load_state_dict(subject.module.state_dict(), strict=copy.strict_loading)
         if fakes is None:
             copy = plugin.convert_module(copy).to(subject.device).train()
+        _metrics_on_this_process(copy)
         with fakes or nullcontext():
             kept = [*copy.parameters(), *copy.buffers()]
             for count, samples in runs:
@@ -187,6 +188,22 @@ def _measure(
                 del batch
         del copy, kept, blocks
     return found, How(calls, fake)
+
+
+def _metrics_on_this_process(module: torch.nn.Module) -> None:
+    """The copy's torchmetrics compute from this process's state alone. Only rank 0
+    measures while the other ranks wait for its answer, so a `metric.compute()` in the step
+    (which under DDP gathers from every rank) would wait for them until the collective
+    timeout."""
+    from torchmetrics import Metric
+
+    for metric in module.modules():
+        if isinstance(metric, Metric):
+            metric.distributed_available_fn = _no_process_group
+
+
+def _no_process_group() -> bool:
+    return False
 
 
 def _is_meta(module: torch.nn.Module) -> bool:
