@@ -3,15 +3,27 @@ known then; a storage password never printed. Through the real entry point, in-p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from litforge import training as train_entry
 from tests.test_bad_input import run
 
 OPTUNA = ["-m", "hparams_search=digits_optuna", "debug=limit", "test=false"]
+# A user's model and optimizer whose defaulted arguments its YAML leaves out
+# (LitClassifier's num_classes, SGD's weight_decay).
+USER_CONF = Path(__file__).parents[1] / "user_project" / "conf"
+USER = ["-m", f"hydra.searchpath=[file://{USER_CONF}]", "model=lht_mlp", "data=lht_digits",
+        "hparams_search=lht_optuna", "debug=limit", "test=false"]  # fmt: skip
 CASES = [
     ([*OPTUNA, "model.optimizer.lrr=interval(0.1, 1)"],
      "model.optimizer.lrr is not a key of the composed config; did you mean model.optimizer.lr?"),
+    ([*USER, "model.num_classes=choice(10, 12)"],
+     "model.num_classes is an argument of tests.user_project.lit_module.LitClassifier "
+     "(default 10) that the config does not set; sweep it as +model.num_classes"),
+    ([*USER, "model.optimizer.weight_decay=interval(0, 0.1)"],
+     "model.optimizer.weight_decay is an argument of torch.optim.SGD (default 0)"),
     ([*OPTUNA, "model.optimizer.lr=range(5, 1)"], "model.optimizer.lr=range(5, 1): the range is empty"),
     ([*OPTUNA, "hydra.sweeper.sampler=bogus"], "hydra.sweeper.sampler=bogus is not one of: tpe"),
     ([*OPTUNA, "hydra.sweeper.pruner=bogus"], "hydra.sweeper.pruner=bogus is not one of: median"),

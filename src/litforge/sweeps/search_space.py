@@ -18,6 +18,7 @@ trial runs the same config (repeats).
 from __future__ import annotations
 
 import difflib
+import inspect
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +38,7 @@ from optuna.distributions import (
 )
 
 from litforge.errors import ConfigError
+from litforge.validation.targets import locate, signature_of
 
 log = logging.getLogger("litforge")
 PARAMS_KEY = "hydra.sweeper.params"
@@ -203,6 +205,13 @@ def _check_known(name: str, where: str, config: DictConfig) -> None:
         return
     parent, _, leaf = name.rpartition(".")
     node = OmegaConf.select(config, parent, default=None) if parent else config
+    if isinstance(node, DictConfig) and "_target_" in node:
+        default = _default_of(node, leaf)
+        if default is not _ABSENT:
+            raise ConfigError(
+                f"{where}: {name} is an argument of {node['_target_']} (default {default!r}) "
+                f"that the config does not set; sweep it as +{name}, or set it in the config"
+            )
     known = [str(k) for k in node] if isinstance(node, DictConfig) else []
     close = difflib.get_close_matches(leaf, known, n=1)
     hint = f"did you mean {(parent + '.' if parent else '') + close[0]}? " if close else ""
@@ -210,3 +219,18 @@ def _check_known(name: str, where: str, config: DictConfig) -> None:
         f"{where}: {name} is not a key of the composed config; {hint}"
         f"a new key is added with +{name}"
     )
+
+
+def _default_of(node: DictConfig, leaf: str) -> Any:
+    """`leaf`'s default in the signature of the node's `_target_`; _ABSENT when `leaf` is
+    not a keyword argument of it (or the target does not import)."""
+    try:
+        target = locate(node, "")
+    except ConfigError:  # reported where the config is checked
+        return _ABSENT
+    signature = signature_of(target)
+    param = signature.parameters.get(leaf) if signature is not None else None
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if param is None or param.kind not in keyword or param.default is inspect.Parameter.empty:
+        return _ABSENT
+    return param.default
