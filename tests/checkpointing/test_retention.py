@@ -42,6 +42,18 @@ def test_max_mode_keeps_the_highest(tmp_path):
     assert [m.step for m in store.manifests()] == [2, 3]
 
 
+def test_a_tie_ranks_the_save_at_the_validation_over_later_saves_with_its_value(tmp_path):
+    """Step 6 was validated (0.2); steps 8 and 10 saved between validations and carry 0.2
+    too, on weights it was not measured on: best is step 6, and it is kept."""
+    store = CheckpointStore(str(tmp_path / "store"))
+    store.check_access()
+    saver = StoreCheckpoint(store, tmp_path / "staging", keep_last=2, mode="min")
+    for step, metric in [(3, 0.5), (6, 0.2), (8, 0.2), (10, 0.2)]:
+        commit(store, saver, step, metric)
+    assert saver.best().step == 6
+    assert [m.step for m in store.manifests()] == [6, 8, 10]
+
+
 def test_time_interval_saves_between_validations(make_cfg, tmp_path):
     # 0.00001 minutes: due at every optimizer step, so steps that are not epoch ends appear.
     cfg = make_cfg(

@@ -255,12 +255,14 @@ class StoreCheckpoint(L.Callback):
         return keep
 
     def best(self) -> Manifest | None:
-        """The committed checkpoint with the best monitored value (the newer one on ties)."""
+        """The committed checkpoint with the best monitored value, the older one on ties: a
+        save between validations carries the last validation's value, measured on the
+        weights of the save at that validation, the oldest with it."""
         scored = [m for m in self._committed.values() if m.metric is not None]
         if not scored:
             return None
         sign = 1.0 if self.mode == "max" else -1.0
-        return max(scored, key=lambda m: (sign * m.metric, m.step))
+        return max(scored, key=lambda m: (sign * m.metric, -m.step))
 
     def agreed_best(self, trainer: L.Trainer) -> Manifest | None:
         """Rank 0's best on every rank: only rank 0 commits uploads, and every rank must
