@@ -32,6 +32,9 @@ def test_auto_never_and_explicit(make_cfg, tmp_path, caplog):
         f"metrics, from {run_dir / 'metrics.json'}: "
     ) in said
     assert f"val/loss={first['val/loss']:.4g}" in said
+    line = next(line for line in said.splitlines() if "already finished" in line)
+    assert "train/loss=" in line and "train/loss_step" not in line  # as `finished:` shows it
+    assert "train/loss_epoch" not in line
     # The end of the run reports (and metrics.json keeps) the metrics it finished with.
     assert again["val/loss"] == first["val/loss"] and again["val/acc"] == first["val/acc"]
     finished = next(line for line in said.splitlines() if line.startswith("finished: "))

@@ -14,6 +14,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig
 
 from litforge import console
+from litforge.callbacks.epoch_log import epoch_scalars
 from litforge.checkpointing import checkpoint_file
 from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, digest, remove
 from litforge.errors import ConfigError, LitforgeError
@@ -149,7 +150,8 @@ class AlreadyFinished(L.Callback):
             return
         for name, value in earlier.items():
             trainer.callback_metrics.setdefault(name, torch.tensor(value, dtype=torch.float64))
-        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(earlier.items()))
+        # As the `finished:` line shows them: X_step and X_epoch beside X left out.
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in epoch_scalars(earlier).items())
         console.info("%s; its metrics, from %s: %s", said, self.metrics_file, shown)
 
 
