@@ -74,7 +74,7 @@ def test_from_the_remote_pin_without_wandb_mlflow_s3(tmp_path, template_src):
     try:
         project = new_project(
             "remote_exp", tmp_path / "remote_exp", source=template_src,
-            without="wandb,mlflow,s3,sweeps",
+            without="wandb,mlflow,s3,sweeps", with_extras="tensorboard",
         )  # fmt: skip
     finally:
         git("remote", "set-url", "origin", old_origin, cwd=template_src)
@@ -83,6 +83,7 @@ def test_from_the_remote_pin_without_wandb_mlflow_s3(tmp_path, template_src):
         clone = _clone_installs_trains_and_tests(project, tmp_path)
     for module in ("wandb", "mlflow", "s3fs", "optuna"):
         assert not _importable(clone, module), module
+    # tensorboard: no file of the project uses it, so only because --with asked for it
     assert _importable(clone, "litforge") and _importable(clone, "tensorboard")
 
 
