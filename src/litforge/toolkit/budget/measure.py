@@ -12,6 +12,7 @@ with attention counted as CUDA's fused kernels save it when the question is abou
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,10 +54,16 @@ def _attached_to_a_trainer(module: L.LightningModule) -> Iterator[None]:
     if module._trainer is not None:  # noqa: SLF001 - Lightning's own attribute
         yield
         return
-    trainer = L.Trainer(
-        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False,
-    )  # fmt: skip
+    said = logging.getLogger("lightning.pytorch")  # its "GPU available" lines: not this run's
+    level = said.level
+    said.setLevel(logging.WARNING)
+    try:
+        trainer = L.Trainer(
+            accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+    finally:
+        said.setLevel(level)
     trainer.strategy.connect(module)
     module.trainer = trainer
     try:
@@ -124,8 +131,11 @@ def _optimizers_of(
     `self.trainer.model.parameters()`); where it still fails, the config's `optimizer`
     partial built on the parameters."""
     try:
-        with _attached_to_a_trainer(module):
+        try:
             return _configure_optimizers(module.configure_optimizers())[0]
+        except Exception:  # noqa: BLE001 - it may need its Trainer: call it as Lightning does
+            with _attached_to_a_trainer(module):
+                return _configure_optimizers(module.configure_optimizers())[0]
     except Exception as err:  # noqa: BLE001 - any user code outside a fit
         node = (config or {}).get("optimizer")
         if not (isinstance(node, dict) and node.get("_partial_")):
