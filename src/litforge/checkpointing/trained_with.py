@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 _MAX_OVERRIDES = 100
+_MAX_RECORD_BYTES = 100_000  # a record is a few hundred bytes; more is not one
 _MAX_LENGTH = 300
 _NOT_CARRIED = ("hydra.", "ckpt_path=", "run_name=", "resume=", "restore.")
 
@@ -27,8 +28,10 @@ def eval_command(checkpoint: str) -> str | None:
         return None
     run_dir = Path(checkpoint).absolute().parent.parent
     try:
-        record = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()[:100_000])
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        with (run_dir / ".hydra" / "overrides.yaml").open("rb") as stream:
+            text = stream.read(_MAX_RECORD_BYTES).decode()
+        record = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - only a hint: a record that does not read gives none
         return None
     if not isinstance(record, list) or len(record) > _MAX_OVERRIDES:
         return None
