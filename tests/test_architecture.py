@@ -343,3 +343,22 @@ def test_a_hugging_face_model_without_the_extra_names_it(tmp_path):
     assert last == "error: the transformers package is not installed: pip install 'litforge[hf]'", (
         result.stderr[-2000:]
     )
+
+
+def test_in_a_project_that_pins_litforge_the_missing_extra_goes_into_its_pin(tmp_path, monkeypatch):
+    from litforge.extras import missing_extra
+
+    missing = ModuleNotFoundError("No module named 'transformers'", name="transformers")
+    monkeypatch.chdir(tmp_path)
+    assert missing_extra(missing).endswith("pip install 'litforge[hf]'")  # no project here
+    (tmp_path / "Makefile").write_text("train:\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "my_exp"\ndependencies = ["litforge[sweeps,scaffold]==0.1.0"]\n'
+    )
+    # A plain `pip install 'litforge[hf]'` there could fetch another litforge than the pin.
+    assert missing_extra(missing) == (
+        "the transformers package is not installed: add hf to litforge[...] in "
+        "pyproject.toml, then make train installs it"
+    )
+    monkeypatch.chdir(ROOT)  # litforge's own pyproject names litforge[...] in its extras
+    assert missing_extra(missing).endswith("pip install 'litforge[hf]'")

@@ -41,9 +41,30 @@ def missing_extra(err: BaseException) -> str | None:
             text = str(err)
             for module, extra in EXTRA_OF.items():
                 if name == module or name.startswith(module + ".") or f"`{module}`" in text:
-                    return f"the {module} package is not installed: pip install 'litforge[{extra}]'"
+                    return f"the {module} package is not installed: {_how_to_add(extra)}"
         err = err.__cause__ or err.__context__  # type: ignore[assignment]
     return None
+
+
+def _how_to_add(extra: str) -> str:
+    """How to install `extra` here: in a project that pins litforge in its pyproject.toml
+    (as `make new-project` writes it), through that pin, which `make train` reinstalls when
+    the file changes; a plain `pip install 'litforge[...]'` there could fetch another
+    litforge than the pinned one."""
+    import re
+    from pathlib import Path
+
+    pyproject = Path.cwd() / "pyproject.toml"
+    try:
+        text = pyproject.read_text()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    # litforge's own pyproject.toml names litforge[...] too (extras built of extras)
+    own = re.search(r"^name\s*=\s*[\"']litforge[\"']", text, re.MULTILINE)
+    pins = re.search(r"[\"']litforge\[[\w,\s-]*\]", text)
+    if pins and not own and (Path.cwd() / "Makefile").is_file():
+        return f"add {extra} to litforge[...] in pyproject.toml, then make train installs it"
+    return f"pip install 'litforge[{extra}]'"
 
 
 def require(*modules: str) -> None:

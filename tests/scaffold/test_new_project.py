@@ -59,8 +59,11 @@ def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
     requirement = _requirement(generated)
     found = re.fullmatch(r"litforge\[([\w,]+)\]==(\S+)", requirement)
     assert found, requirement
-    # its sweeps, its W&B sweep, its Hugging Face experiment; not every logger and launcher
-    assert set(found[1].split(",")) == {"sweeps", "wandb", "hf", "scaffold"}
+    # its sweeps and its W&B sweep; not every logger and launcher, and not the Hugging Face
+    # stack: its experiment ships, and names the extra when run without it
+    assert set(found[1].split(",")) == {"sweeps", "wandb", "scaffold"}
+    assert (generated / "conf/experiment/hf_finetune.yaml").is_file()
+    assert "add it inside the brackets" in (generated / "README.md").read_text()
     (wheel,) = (generated / "vendor").glob("*.whl")
     assert wheel.name.startswith(f"litforge-{found[2]}-")
     names = zipfile.ZipFile(wheel).namelist()

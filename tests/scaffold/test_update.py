@@ -35,6 +35,9 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     makefile.write_text("# my own target notes\n" + makefile.read_text())
     recipe = copy_recipe(project)  # the user owns the loop: recipe.py, train.py pointed at it
     recipe.write_text(recipe.read_text() + "# my own loop\n")
+    # An extra added by hand, as the project's README says (experiment=hf_finetune's).
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(re.sub(r"litforge\[", "litforge[hf,", pyproject.read_text()))
     git(*IDENTITY, "add", "-A", cwd=project)
     git(*IDENTITY, "commit", "-qam", "my changes", cwd=project)
     own_recipe = recipe.read_text()
@@ -63,6 +66,7 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
 
     new_pin = (project / "pyproject.toml").read_text()
     version = re.search(r"litforge\[[\w,]+\]==(\S+)\"", new_pin)[1]
+    assert "hf" in re.search(r"litforge\[([\w,]+)\]", new_pin)[1].split(",")  # kept
     assert new_pin != old_pin and new_tag == f"v{version}"
     (wheel,) = (project / "vendor").glob("*.whl")  # the old wheel went with the old pin
     assert version in wheel.name

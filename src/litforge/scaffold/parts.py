@@ -48,6 +48,9 @@ class Extra:
     name: str  # litforge's extra (pyproject.toml [project.optional-dependencies])
     about: str
     files: tuple[str, ...] = ()  # project files that need it, left out without it
+    # Depended on when its files ship. False: the files ship, the extra comes only with
+    # `--with` (a heavy install for one example experiment; running it without names it).
+    by_default: bool = True
 
 
 # The extras a project depends on unless told `--without` (scaffold always: it updates).
@@ -68,6 +71,7 @@ EXTRAS: dict[str, Extra] = {
                 "conf/model/hf_causal_lm.yaml",
                 "conf/data/hf_text.yaml",
             ),
+            by_default=False,
         ),  # fmt: skip
     )
 }
@@ -75,14 +79,18 @@ ALWAYS = ("scaffold",)
 
 
 def used_extras(minimal: bool) -> list[str]:
-    """The extras whose capability the project's own files use (its sweeps, its W&B sweep,
-    its Hugging Face experiment): what a new project depends on beside `ALWAYS`. The
-    library's other options (logger=mlflow, hydra/launcher=slurm, an s3:// checkpoint.dir)
-    name their extra in one line when picked without it; `--with` adds them up front."""
+    """The extras whose capability the project's own files use (its sweeps, its W&B sweep):
+    what a new project depends on beside `ALWAYS`. The Hugging Face experiment ships without
+    its extra (transformers, peft and accelerate would double the first `make train`); it,
+    and the library's other options (logger=mlflow, hydra/launcher=slurm, an s3://
+    checkpoint.dir), name their extra in one line when picked without it; `--with` adds
+    them up front."""
     shipped = [
         extra
         for extra in EXTRAS.values()
-        if extra.files and not (minimal and all(f in GPT_FILES for f in extra.files))
+        if extra.files
+        and extra.by_default
+        and not (minimal and all(f in GPT_FILES for f in extra.files))
     ]
     return [extra.name for extra in shipped]
 

@@ -14,7 +14,7 @@ import yaml
 
 from litforge.scaffold import gitio, view
 from litforge.scaffold.checks import ScaffoldError, check_dest, check_name, require_git
-from litforge.scaffold.parts import parse_with, parse_without
+from litforge.scaffold.parts import ALWAYS, parse_with, parse_without
 from litforge.scaffold.questions import ANSWERS_FILE
 from litforge.scaffold.recipe import note_own_recipe
 
@@ -149,8 +149,12 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         _say(f"{project} is at the template's latest version {new.tag}; nothing to do")
         return new.tag
     data = {"source": str(source)} if template is not None else {}
-    if "with_extras" not in answers:  # made when a project depended on every extra: keep them
-        data["with_extras"] = ",".join(_required_extras(project))
+    # An update never drops an extra the project depends on now (one made when the template
+    # depended on every extra, or on `hf` by default, keeps them): they become `--with`.
+    kept = [e for e in _required_extras(project) if e not in ALWAYS]
+    added = [e for e in (answers.get("with_extras") or "").split(",") if e]
+    if set(kept) - set(added):
+        data["with_extras"] = ",".join(dict.fromkeys(added + kept))
     copier = _copier()
     # copier.run_update takes no src_path (a template that moved); its Worker does, and
     # copier 9.19 marks importing it from `copier` as deprecated.
