@@ -8,7 +8,7 @@ For a GPT-2-small-shaped model (124M parameters) and a ~350M one, sequence 1024:
     hand-written loop of `benchmarks.rawloop` (benchmarks/gpu_template.py) at the same settings (bf16-mixed, eager),
     time per step between two step counts inside each run, interleaved repeats.
 FLOPs per step are counted with `FlopCounterMode` (attention included); MFU divides the
-achieved rate by the datasheet dense peak of the GPU for that precision (litforge.toolkit.hardware).
+achieved rate by the datasheet dense peak of the GPU for that precision (litforge.planning.hardware).
 
 `python -m benchmarks.gpu --smoke` runs every code path with tiny models on the CPU.
 """
@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.gpu_template import WINDOW, template_vs_raw
-from litforge.toolkit.hardware import current_card, peak_dtype
+from litforge.planning.hardware import current_card, peak_dtype
 from litforge_examples.nets.gpt import GPT, GPTConfig
 
 
@@ -65,7 +65,7 @@ SETTINGS = [
 
 
 def peak_tflops(label: str, override: float | None) -> float | None:
-    """The dense datasheet peak (litforge.toolkit.hardware) of this GPU for the setting `label`."""
+    """The dense datasheet peak (litforge.planning.hardware) of this GPU for the setting `label`."""
     if override:
         return override
     card = current_card()

@@ -12,7 +12,7 @@ ratio with dropout is kept in `extra` too.
 Deterministic counts need no repeats:
   saved bytes  bytes of the distinct tensors autograd keeps for backward after one
                training forward + loss (parameters excluded: they exist anyway), counted
-               by `litforge.toolkit.budget.estimate.saved_bytes`, the activation figure of
+               by `litforge.planning.budget.estimate.saved_bytes`, the activation figure of
                `python -m litforge.budget`
   FLOPs        `torch.utils.flop_counter.FlopCounterMode` over forward + backward
 Step time is CPU time per training step (forward, backward, AdamW), the paired slope of
@@ -34,8 +34,8 @@ from benchmarks.harness import scratch_dir
 from benchmarks.stats import MIN_REPEATS, Figure, interleaved, per_step, ratios
 from litforge import build
 from litforge.cli import compose
-from litforge.toolkit.budget.estimate import saved_bytes as count_saved_bytes
-from litforge.toolkit.budget.measure import precision_plugin
+from litforge.planning.budget.estimate import saved_bytes as count_saved_bytes
+from litforge.planning.budget.measure import precision_plugin
 
 STEPS = (2, 6)  # short and long run for the step-time slope
 
@@ -66,7 +66,7 @@ def _autocast(bf16: bool) -> contextlib.AbstractContextManager[Any]:
 
 def saved_bytes(net: torch.nn.Module, batch: Any, bf16: bool = False) -> int:
     """Bytes autograd saves for backward in one forward + loss, each storage counted once,
-    by the memory budget's own counter (`litforge.toolkit.budget.estimate.saved_bytes`)."""
+    by the memory budget's own counter (`litforge.planning.budget.estimate.saved_bytes`)."""
     with _autocast(bf16):
         return count_saved_bytes(
             lambda: rawloop.loss_and_correct(net, batch)[0], [*net.parameters(), *net.buffers()]

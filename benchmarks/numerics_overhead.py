@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.overhead import template_runner
 from benchmarks.stats import MIN_REPEATS, Figure, cpu_seconds, interleaved, per_step, ratios
-from litforge.toolkit.numerics.callback import NumericsWatch
+from litforge.monitors.numerics.callback import NumericsWatch
 
 BASE = ["experiment=digits_cnn"]
 TIMED = "callbacks.numerics._target_=benchmarks.numerics_overhead.TimedWatch"

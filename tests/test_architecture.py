@@ -46,8 +46,9 @@ LAYERS = {
     2: {"launch"},
     3: {"checkpointing"},
     4: {"tracking"},
-    5: {"toolkit"},
-    6: {"sweeps"},
+    5: {"planning", "precision_checks"},
+    6: {"monitors"},
+    7: {"sweeps"},
     # The recipes and commands: the only units that may import any capability.
     9: {
         "build",
@@ -238,16 +239,15 @@ OPTIONAL = {
         "src/litforge/conf/callbacks/optuna_pruning.yaml",
         "conf/hparams_search",
     ],
-    "toolkit": [
-        "src/litforge/toolkit",
-        "src/litforge/toolkit/budget/estimate.py",
-        "src/litforge/toolkit/matmul_bench.py",
+    "monitors": [
+        "src/litforge/monitors",
         "src/litforge/conf/callbacks/memory_budget.yaml",
         "src/litforge/conf/callbacks/numerics.yaml",
         "src/litforge/conf/callbacks/throughput.yaml",
         "src/litforge/conf/callbacks/out_of_memory.yaml",
-        "conf/experiment/precision_ab.yaml",
     ],
+    "planning": ["src/litforge/planning"],
+    "precision checks": ["src/litforge/precision_checks", "conf/experiment/precision_ab.yaml"],
     "tracking beyond csv": [
         "src/litforge/tracking/wandb_logger.py",
         "src/litforge/tracking/mlflow_logger.py",
@@ -259,8 +259,8 @@ OPTIONAL = {
     ],
     "scaffold": ["src/litforge/scaffold"],
 }
-# callbacks/default.yaml without the toolkit's three
-NO_TOOLKIT_CALLBACKS = (
+# callbacks/default.yaml without the monitors
+NO_MONITOR_CALLBACKS = (
     "callbacks=[lr_monitor,epoch_log,progress_bar,model_summary,final_validation,auto_microbatch]"
 )
 
@@ -276,7 +276,7 @@ def test_the_core_recipe_runs_with_every_optional_capability_deleted(tmp_path):
                 target.unlink(missing_ok=True)  # a project made without the part lacks it
     run_dir = tmp_path / "run"
     result = _run(
-        copy, "debug=fdr", "trainer=cpu", NO_TOOLKIT_CALLBACKS, f"hydra.run.dir={run_dir}"
+        copy, "debug=fdr", "trainer=cpu", NO_MONITOR_CALLBACKS, f"hydra.run.dir={run_dir}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -301,7 +301,7 @@ sys.meta_path.insert(0, Blocker())
 @pytest.mark.parametrize(
     ("overrides", "error"),
     [
-        ([], None),  # the default run: csv, checkpoints, the toolkit's callbacks
+        ([], None),  # the default run: csv, checkpoints, the monitors
         (["logger=wandb"], "the wandb package is not installed: pip install 'litforge[wandb]'"),
         (["logger=tensorboard"], "pip install 'litforge[tensorboard]'"),
         (["checkpoint.dir=s3://bucket/runs"], "the s3fs package is not installed: pip install 'litforge[s3]'"),

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from litforge.callbacks.auto_microbatch import AutoMicrobatch, split
 from litforge.errors import ConfigError
 from litforge.exits import explained
-from litforge.toolkit.budget.oom import OutOfMemory
+from litforge.monitors.out_of_memory import OutOfMemory
 from litforge.training import train
 
 RUN = ["trainer=cpu", "trainer.max_steps=6", "checkpoint.every_n_train_steps=3", "test=false",

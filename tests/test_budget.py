@@ -16,11 +16,11 @@ from torch.utils.data import default_collate
 from litforge.build import build_datamodule, build_module
 from litforge.commands import budget
 from litforge.errors import ConfigError
+from litforge.monitors.memory_budget import MemoryBudget, MemoryBudgetExceeded
+from litforge.planning.budget import measure as budget_measure
+from litforge.planning.budget import report as budget_report
+from litforge.planning.budget.measure import precision_plugin
 from litforge.precision import PRECISIONS
-from litforge.toolkit.budget import measure as budget_measure
-from litforge.toolkit.budget import report as budget_report
-from litforge.toolkit.budget.callback import MemoryBudget, MemoryBudgetExceeded
-from litforge.toolkit.budget.measure import precision_plugin
 from litforge.training import train
 from tests.helpers import ROOT, TINY_GPT
 
@@ -231,7 +231,7 @@ def test_the_estimate_is_near_the_measured_gpu_peak(make_cfg):
 
 
 def test_cpu_processes_that_together_exceed_the_free_ram_are_one_line():
-    from litforge.toolkit.budget.callback import ram_problem
+    from litforge.monitors.memory_budget import ram_problem
 
     gib = 2**30
     assert ram_problem(3 * gib, 4, available=16 * gib) is None

@@ -15,9 +15,9 @@ from torch.nn import functional as F
 
 from litforge.commands import budget
 from litforge.errors import LitforgeError
-from litforge.toolkit.budget import activations as budget_activations
-from litforge.toolkit.budget.attention import FusedKernels
-from litforge.toolkit.budget.measure import Subject
+from litforge.planning.budget import activations as budget_activations
+from litforge.planning.budget.attention import FusedKernels
+from litforge.planning.budget.measure import Subject
 from tests.helpers import ROOT
 
 S, H, A = 256, 256, 4  # sequence, width, heads: large enough that 34*s*b*h dominates

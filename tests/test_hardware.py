@@ -9,7 +9,7 @@ import torch
 from lightning.fabric.utilities import throughput as lightning_throughput
 
 from litforge.errors import ConfigError
-from litforge.toolkit.hardware import CARDS, GIB, find_card, parse_memory, peak_dtype
+from litforge.planning.hardware import CARDS, GIB, find_card, parse_memory, peak_dtype
 
 # torch.cuda.get_device_name() on each card -> our table's entry
 CUDA_NAMES = {

@@ -10,7 +10,7 @@ import torch
 
 from litforge.errors import ConfigError
 from litforge.evaluation import evaluate
-from litforge.toolkit.inference_precision import compare
+from litforge.precision_checks.inference_ab import compare
 from litforge.training import train
 
 DIGITS = ["trainer=cpu", "trainer.max_epochs=1", "test=false"]

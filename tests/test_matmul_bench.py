@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from litforge.toolkit import matmul_bench
+from litforge.planning import matmul_bench
 
 
 def _bench(capsys, *args: str) -> tuple[int, str, str]:
@@ -129,8 +129,8 @@ def test_an_allocation_that_fails_anyway_is_one_line():
     code = (
         "import resource, sys, torch\n"
         "from litforge.errors import ConfigError\n"
-        "from litforge.toolkit import matmul_bench\n"
-        "from litforge.toolkit.bench_memory import address_space_left\n"
+        "from litforge.planning import matmul_bench\n"
+        "from litforge.planning.bench_memory import address_space_left\n"
         "# Room for less than the first matrix: it fails at once, nothing is filled.\n"
         "room = address_space_left() - 2**30\n"
         "resource.setrlimit(resource.RLIMIT_AS, (resource.getrlimit(resource.RLIMIT_AS)[0] - room, resource.RLIM_INFINITY))\n"

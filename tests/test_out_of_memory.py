@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from litforge.exits import explained
-from litforge.toolkit.budget.oom import OutOfMemory
+from litforge.monitors.out_of_memory import OutOfMemory
 from litforge.training import train
 from tests.helpers import ROOT, TINY_GPT
 

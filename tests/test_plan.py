@@ -9,8 +9,8 @@ import math
 import pytest
 
 from litforge.commands import budget, plan
-from litforge.toolkit.hardware import CARDS, Card, find_card
-from litforge.toolkit.plan import economics, search
+from litforge.planning.hardware import CARDS, Card, find_card
+from litforge.planning.plan import economics, search
 from litforge.training import train
 from tests.helpers import ROOT, TINY_GPT
 
@@ -130,7 +130,7 @@ def test_a_run_records_what_plan_reads(make_cfg, tmp_path, capsys):
         (["--mfu", "0"], None, "--mfu=0.0 must be in (0, 1]"),
         (["--mfu", "1.5"], None, "--mfu=1.5 must be in (0, 1]"),
         (["--mtbf", "-1"], None, "--mtbf=-1.0 must be a number of hours above 0"),
-        (["--cards", "B200"], None, "--cards: 'B200' is not a card of litforge.toolkit.hardware"),
+        (["--cards", "B200"], None, "--cards: 'B200' is not a card of litforge.planning.hardware"),
         ([], "cards:\n  B200: {on_demand: 5}\n", "cards.B200 is not a card of litforge"),
         ([], "cards:\n  H100: {on_demand: -2}\n", "cards.H100.on_demand=-2 must be a price >= 0"),
         (
@@ -149,7 +149,7 @@ def test_bad_input_is_one_line(capsys, tmp_path, args, prices, message):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
-    if "litforge.toolkit.hardware (" in err or "(one of: " in err:
+    if "litforge.planning.hardware (" in err or "(one of: " in err:
         assert all(c.name in err for c in CARDS)
 
 
@@ -157,7 +157,7 @@ def test_bad_input_is_one_line(capsys, tmp_path, args, prices, message):
 def test_the_plans_step_time_against_a_measured_one_on_this_gpu(make_cfg, tmp_path, capsys):
     import csv
 
-    from litforge.toolkit.hardware import current_card
+    from litforge.planning.hardware import current_card
 
     card = current_card()
     assert card is not None, "a GPU the table knows"

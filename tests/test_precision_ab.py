@@ -11,15 +11,15 @@ import torch
 from omegaconf import OmegaConf
 
 from litforge.errors import ConfigError
-from litforge.toolkit.precision_ab.compare import compare, trailing_mean
-from litforge.toolkit.precision_ab.experiment import (
+from litforge.precision_checks.training_ab.compare import compare, trailing_mean
+from litforge.precision_checks.training_ab.experiment import (
     PrecisionReport,
     build_report,
     mixed_precisions,
     sweep_values,
 )
-from litforge.toolkit.precision_ab.probe import PROBE_FILE, PrecisionProbe
-from litforge.toolkit.precision_ab.write import markdown, plot
+from litforge.precision_checks.training_ab.probe import PROBE_FILE, PrecisionProbe
+from litforge.precision_checks.training_ab.write import markdown, plot
 from litforge.validation.checks import check_config
 from tests.helpers import run_entry
 

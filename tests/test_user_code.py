@@ -55,7 +55,7 @@ def test_user_module_trains_resumes_with_its_schedule_and_evaluates(make_cfg, tm
                  "building model <tests.user_project.lit_module.LitClassifier>",
                  f"building model.net <{NET}>", "building model.optimizer <torch.optim.SGD> (partial)",
                  "building model.scheduler <torch.optim.lr_scheduler.StepLR> (partial)",
-                 "built callbacks.memory_budget <litforge.toolkit.budget.callback.MemoryBudget>",
+                 "built callbacks.memory_budget <litforge.monitors.memory_budget.MemoryBudget>",
                  "built logger.csv <", "built trainer <lightning.pytorch.trainer.trainer.Trainer> "
                  "(1 node(s) x 1 CPUAccelerator, SingleDeviceStrategy, precision 32-true)"):  # fmt: skip
         assert caplog.text.count(line) == 1, line

@@ -40,8 +40,8 @@ _PUBLIC = {
     "ShardedDataset": "litforge.data.shards.reader",
     "write_shards": "litforge.data.shards.writer",
     # the precision A/B experiment's callbacks (conf/experiment/precision_ab.yaml)
-    "PrecisionProbe": "litforge.toolkit.precision_ab.probe",
-    "PrecisionReport": "litforge.toolkit.precision_ab.experiment",
+    "PrecisionProbe": "litforge.precision_checks.training_ab.probe",
+    "PrecisionReport": "litforge.precision_checks.training_ab.experiment",
     # errors a user's code may raise or catch
     "LitforgeError": "litforge.errors",
     "ConfigError": "litforge.errors",

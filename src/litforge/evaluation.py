@@ -22,7 +22,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     inference = cfg.get("inference") or {}
     names = None
     if inference.get("precisions"):
-        from litforge.toolkit.inference_precision import compare
+        from litforge.precision_checks.inference_ab import compare
 
         names = compare.check_precisions(list(inference.precisions))
     threshold = _threshold(inference.get("threshold", 0.01))
@@ -62,7 +62,7 @@ def compare_precisions(
     cfg: DictConfig, datamodule: Any, names: list[str], threshold: float
 ) -> dict[str, Any]:
     """Test the checkpoint in each precision (float32 first); write and print the report."""
-    from litforge.toolkit.inference_precision import compare, write
+    from litforge.precision_checks.inference_ab import compare, write
 
     run_dir = Path(cfg.run_dir)
     metrics, effective, unavailable = {}, {}, {}

@@ -1,9 +1,9 @@
 """`python -m litforge.matmul_bench [--json]`: the command name; the code is
-litforge.toolkit.matmul_bench."""
+litforge.planning.matmul_bench."""
 
 import sys
 
-from litforge.toolkit.matmul_bench import main
+from litforge.planning.matmul_bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 
 from litforge import build, precision
 from litforge.errors import ConfigError
-from litforge.toolkit.numerics.callback import NumericsFault
+from litforge.monitors.numerics.callback import NumericsFault
 from litforge.training import train
 from tests.helpers import TINY_GPT, csv_rows, poison, run_entry
 

@@ -16,8 +16,8 @@ from lightning.pytorch.loggers import CSVLogger
 
 from litforge import build
 from litforge.errors import ConfigError
-from litforge.toolkit.flops import step_flops, token_count
-from litforge.toolkit.throughput import ThroughputMFU, resolve_available_flops
+from litforge.monitors.throughput import ThroughputMFU, resolve_available_flops
+from litforge.planning.flops import step_flops, token_count
 from litforge.training import train
 from tests.helpers import TINY_GPT
 
@@ -149,10 +149,10 @@ def test_peak_from_our_table_by_precision():
 @pytest.mark.parametrize(
     ("device", "precision", "why"),
     [
-        ("NVIDIA B200", "bf16-mixed", r"'NVIDIA B200' is not in litforge.toolkit.hardware.CARDS;"),
+        ("NVIDIA B200", "bf16-mixed", r"'NVIDIA B200' is not in litforge.planning.hardware.CARDS;"),
         ("NVIDIA RTX A6000", "bf16-mixed", r"'NVIDIA RTX A6000' is not in "),
-        ("Tesla T4", "bf16-mixed", "litforge.toolkit.hardware has no bfloat16 peak for the T4"),
-        ("NVIDIA H200", "64-true", "litforge.toolkit.hardware has no 64-true peak for the H200"),
+        ("Tesla T4", "bf16-mixed", "litforge.planning.hardware has no bfloat16 peak for the T4"),
+        ("NVIDIA H200", "64-true", "litforge.planning.hardware has no 64-true peak for the H200"),
     ],
 )
 def test_unknown_card_or_dtype_trains_with_one_warning_and_no_mfu(device, precision, why, caplog):
@@ -189,7 +189,7 @@ def test_bad_value_stops_the_run_before_training(make_cfg, tmp_path):
 
 @pytest.mark.gpu
 def test_mfu_on_this_gpu_uses_the_corrected_table(make_cfg, tmp_path):
-    from litforge.toolkit.hardware import current_card
+    from litforge.planning.hardware import current_card
 
     card = current_card()
     assert card is not None, torch.cuda.get_device_name(0)

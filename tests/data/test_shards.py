@@ -177,7 +177,7 @@ def test_blocks_are_columns_when_samples_share_a_structure_and_lists_otherwise()
 def test_the_data_wait_warning_names_the_streaming_knobs(tmp_path):
     from torch.utils.data import DataLoader
 
-    from litforge.toolkit.data_wait import _dataset_advice
+    from litforge.monitors.data_wait import _dataset_advice
 
     write_shards(pairs(10), str(tmp_path / "ds"), samples_per_block=5)
     said = _dataset_advice(DataLoader(ShardedDataset(str(tmp_path / "ds"))))

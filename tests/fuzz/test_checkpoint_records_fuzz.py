@@ -33,7 +33,7 @@ from litforge.checkpointing.store import (
     digest,
 )
 from litforge.errors import ConfigError
-from litforge.toolkit.plan import economics
+from litforge.planning.plan import economics
 from tests.fuzz.damage import damaged_copies
 
 MODEL = {"_target_": "tests.Model", "net": {"_target_": "tests.Net", "hidden": 4}}

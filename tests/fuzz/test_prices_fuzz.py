@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 from litforge.errors import ConfigError
-from litforge.toolkit.hardware import CARDS
-from litforge.toolkit.plan import prices
+from litforge.planning.hardware import CARDS
+from litforge.planning.plan import prices
 from tests.fuzz.damage import damaged_copies
 
 EXAMPLE = Path(__file__).parents[2] / "conf" / "prices.example.yaml"

@@ -80,7 +80,7 @@ def test_a_project_names_only_public_litforge(which, request):
     # Resolvers: each is one litforge registers (`${litforge.NAME:...}` are public).
     import litforge.cli  # noqa: F401 - registers litforge.sweep_mode
     import litforge.launch.launchers  # noqa: F401 - litforge.stamp
-    import litforge.toolkit.precision_ab.experiment  # noqa: F401 - litforge.precision_ab
+    import litforge.precision_checks.training_ab.experiment  # noqa: F401 - litforge.precision_ab
 
     assert all(OmegaConf.has_resolver(r) for r in resolvers), resolvers
 

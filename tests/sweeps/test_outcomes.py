@@ -108,7 +108,7 @@ def test_trials_are_tied_to_their_study_in_every_tracker(make_cfg, tmp_path):
 
 
 def test_a_trial_stopped_by_the_numerics_watch_fails_and_is_not_queued_again(setup):
-    from litforge.toolkit.numerics.callback import NumericsFault
+    from litforge.monitors.numerics.callback import NumericsFault
 
     sweep, study = setup
     sweep._tell(study, *ended(study, NumericsFault("non-finite loss at step 3")))
@@ -149,7 +149,7 @@ def test_the_last_check_before_a_trials_code_sees_a_real_signal():
 )
 def test_a_failed_trials_note_says_the_sweep_does_not_run_it_again(setup, advice):
     """A run's advice on going on is true of a run, not of a counted failure in a sweep."""
-    from litforge.toolkit.numerics.callback import NumericsFault
+    from litforge.monitors.numerics.callback import NumericsFault
 
     sweep, study = setup
     fault = NumericsFault(

@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from litforge.errors import ConfigError
+from litforge.monitors.numerics.stop import NumericsFault
 from litforge.sweeps.study import STOPPED, open_study
-from litforge.toolkit.numerics.stop import NumericsFault
 from litforge.training import train
 
 SETTINGS = {

@@ -23,7 +23,7 @@ COMMANDS: dict[str, Command] = {
     "plan": Command("litforge.commands.plan", (), "which card, how long and what it costs (on demand, spot)"),
     "export": Command("litforge.export", (), "a checkpoint as a Hugging Face model directory"),
     "consolidate": Command("litforge.checkpointing.consolidate", (), "a sharded checkpoint as one file"),
-    "matmul-bench": Command("litforge.toolkit.matmul_bench", (), "this machine's matmul TFLOP/s per dtype"),
+    "matmul-bench": Command("litforge.planning.matmul_bench", (), "this machine's matmul TFLOP/s per dtype"),
     "new-project": Command("litforge.scaffold.__main__", ("new-project",), "a project of your own, litforge pinned"),
     "new-experiment": Command("litforge.scaffold.__main__", ("experiment",), "conf/experiment/NAME.yaml (+ model, data, test)"),
     "update-template": Command("litforge.scaffold.__main__", ("update",), "take in template changes since the project was made"),

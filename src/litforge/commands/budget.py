@@ -5,7 +5,7 @@
 
 prints, for the configured model, micro-batch, precision, gradient checkpointing,
 accumulation and optimizer, the bytes of weights, gradients, optimizer state and
-activations (how: `litforge.toolkit.budget.measure`), their total and the device's memory.
+activations (how: `litforge.planning.budget.measure`), their total and the device's memory.
 `--compare` gives one row per precision the device runs, with and without gradient
 checkpointing; `--device-memory` adds a "fits" column for a given size or card (its
 usable memory, what CUDA reports). A question about a GPU counts attention as CUDA's
@@ -13,7 +13,7 @@ fused kernels save it, whatever this machine runs (`--attention measured` does n
 large model is built on the meta device and measured on fake tensors by depth, so a 7B
 or 175B model's budget takes seconds and under 0.5 GiB here. A measurement that fails
 ends in one `error:` line.
-Training runs log the same figures through `litforge.toolkit.budget.callback`.
+Training runs log the same figures through `litforge.monitors.memory_budget`.
 
 The overrides compose the project's conf/ ($LITFORGE_CONF, else ./conf) as train.py does.
 """
@@ -37,16 +37,16 @@ from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
 from litforge.launch.fsdp import is_fsdp_run
 from litforge.models.freeze import KEY as FREEZE_KEY
-from litforge.toolkit.budget import depth, failure, report
-from litforge.toolkit.budget.estimate import (
+from litforge.planning.budget import depth, failure, report
+from litforge.planning.budget.estimate import (
     attention_for,
     device_limit,
     fsdp_shards,
     rows,
     subject_of,
 )
-from litforge.toolkit.budget.measure import SMALL_MODULE_BYTES, Row, Subject
-from litforge.toolkit.hardware import parse_memory
+from litforge.planning.budget.measure import SMALL_MODULE_BYTES, Row, Subject
+from litforge.planning.hardware import parse_memory
 from litforge.validation.checks import check_config
 from litforge.validation.config_search import project_conf_dir
 

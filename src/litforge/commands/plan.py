@@ -1,13 +1,13 @@
 """Which card to rent: `python -m litforge.plan [train.py overrides] [options]`.
 
-For every card in `litforge.toolkit.hardware` (or `--cards H100,L4`) and 1, 2, 4 and 8 of
+For every card in `litforge.planning.hardware` (or `--cards H100,L4`) and 1, 2, 4 and 8 of
 it: does the run fit (the memory budget, attention as CUDA's fused kernels save it), with
 which setting (precision, gradient checkpointing, micro-batch x accumulation at the
 configured effective batch, DDP or FSDP), how long a step and the run to
 trainer.max_steps take (FLOPs over the dense peak x `--mfu`, or a measured matmul rate
 from `python -m litforge.matmul_bench --json > rate.json`, `--matmul rate.json`), and
 with `--prices FILE` what it costs on demand and on spot, with the checkpoint interval
-that minimises the expected spot time (`litforge.toolkit.plan.economics`). Per card it
+that minimises the expected spot time (`litforge.planning.plan.economics`). Per card it
 prints the cheapest setting that fits, then the fastest; `--json` gives every card and
 count, `--png FILE` a plot of cost against time. An example prices file: conf/prices.example.yaml.
 """
@@ -29,12 +29,12 @@ from litforge.cli import check_group_choices, compose
 from litforge.commands.budget import from_config
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors, silence_known_upstream_warnings
-from litforge.toolkit.budget.copies import rebuild
-from litforge.toolkit.budget.estimate import fsdp_shards
-from litforge.toolkit.budget.measure import Subject
-from litforge.toolkit.flops import first_tensor, step_flops
-from litforge.toolkit.hardware import CARDS, Card, find_card
-from litforge.toolkit.plan import economics, prices, search, table
+from litforge.planning.budget.copies import rebuild
+from litforge.planning.budget.estimate import fsdp_shards
+from litforge.planning.budget.measure import Subject
+from litforge.planning.flops import first_tensor, step_flops
+from litforge.planning.hardware import CARDS, Card, find_card
+from litforge.planning.plan import economics, prices, search, table
 from litforge.validation.config_search import project_conf_dir
 
 
@@ -86,7 +86,7 @@ def _check(args: argparse.Namespace) -> tuple[list[Card], prices.Prices | None]:
             if card is None:
                 known = ", ".join(c.name for c in CARDS)
                 raise ConfigError(
-                    f"--cards: {name!r} is not a card of litforge.toolkit.hardware ({known})"
+                    f"--cards: {name!r} is not a card of litforge.planning.hardware ({known})"
                 )
             cards.append(card)
     return cards, prices.load(args.prices) if args.prices else None

@@ -12,8 +12,8 @@ import yaml
 
 from litforge.errors import ConfigError
 from litforge.launch.skypilot_task import ENGINES, Job, render, stable_run_name
-from litforge.toolkit.plan import prices
-from litforge.toolkit.plan.table import Option
+from litforge.planning.plan import prices
+from litforge.planning.plan.table import Option
 
 # The options that only shape a job file: without --launch nothing would read them.
 LAUNCH_ONLY = ("bucket", "out", "card", "count")

@@ -36,7 +36,7 @@ NOT_RECOVERED = {
     66: "out of device memory: the same card fails the same way",
 }
 
-# litforge.toolkit.hardware's names -> SkyPilot's accelerator names.
+# litforge.planning.hardware's names -> SkyPilot's accelerator names.
 ACCELERATORS = {
     "H200 NVL": "H200", "H200": "H200", "H100 NVL": "H100-NVL", "H100 PCIe": "H100",
     "H100": "H100", "A100 40GB": "A100", "A100": "A100-80GB", "L40S": "L40S", "L4": "L4",

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from litforge.toolkit.budget.report import size
-from litforge.toolkit.plan.economics import Spot
-from litforge.toolkit.plan.search import Setting
+from litforge.planning.budget.report import size
+from litforge.planning.plan.economics import Spot
+from litforge.planning.plan.search import Setting
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A setting is a precision the card runs, gradient checkpointing off or on, and a micro-batch
 x accumulation that keeps the configured effective batch over the GPUs, under DDP (every
 GPU holds the whole model) or FSDP (weights, gradients and optimizer state sharded over
-them). Memory per GPU comes from the memory budget (`litforge.toolkit.budget`), measured
+them). Memory per GPU comes from the memory budget (`litforge.planning.budget`), measured
 here with attention counted as CUDA's fused kernels save it; step time is the step's
 FLOPs over the GPUs' dense peak times an MFU (model FLOPs utilisation) assumption, and
 times a scaling efficiency per doubling of GPUs for the communication it does not model.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from litforge.toolkit.budget.depth import shard_unit_of
-from litforge.toolkit.budget.measure import Subject
-from litforge.toolkit.hardware import Card, peak_dtype
+from litforge.planning.budget.depth import shard_unit_of
+from litforge.planning.budget.measure import Subject
+from litforge.planning.hardware import Card, peak_dtype
 
 COUNTS = (1, 2, 4, 8)
 

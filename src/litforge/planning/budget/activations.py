@@ -4,10 +4,10 @@ Measured on a rebuilt copy of the module, under the precision plugin's
 `train_step_context` as Lightning runs it, at 1 and 2 samples (2 and 4 with BatchNorm)
 and linear beyond. A small module is measured whole (its copy holds its weights). A large
 one is built on the meta device and, on a CPU, measured on fake tensors
-(`litforge.toolkit.budget.fake`: no memory, no arithmetic), on real ones when its step
+(`litforge.planning.budget.fake`: no memory, no arithmetic), on real ones when its step
 reads values (and on a GPU). One that
 declares its repeated block (`shard_unit`) is measured by depth
-(`litforge.toolkit.budget.depth`): with no block and with 1 block, each at both sample
+(`litforge.planning.budget.depth`): with no block and with 1 block, each at both sample
 counts, which gives the part outside the blocks and one block's part (each a fixed part,
 such as autocast's cached weight casts, plus an amount per sample); the total is the
 outside plus depth times the block.
@@ -28,16 +28,16 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from litforge.errors import LitforgeError
-from litforge.toolkit.budget import depth
-from litforge.toolkit.budget.attention import FusedKernels
-from litforge.toolkit.budget.copies import precision_plugin, rebuild, saved_bytes
-from litforge.toolkit.budget.failure import describe
-from litforge.toolkit.budget.fake import fake_batch, fake_mode, materialize_fake
-from litforge.toolkit.budget.units import size
-from litforge.toolkit.hardware import available_ram
+from litforge.planning.budget import depth
+from litforge.planning.budget.attention import FusedKernels
+from litforge.planning.budget.copies import precision_plugin, rebuild, saved_bytes
+from litforge.planning.budget.failure import describe
+from litforge.planning.budget.fake import fake_batch, fake_mode, materialize_fake
+from litforge.planning.budget.units import size
+from litforge.planning.hardware import available_ram
 
 if TYPE_CHECKING:
-    from litforge.toolkit.budget.measure import Subject
+    from litforge.planning.budget.measure import Subject
 
 log = logging.getLogger(__name__)
 RAM_SHARE = 0.5  # a whole-model measurement may take at most this share of free RAM

@@ -4,10 +4,10 @@ Weights, gradients and optimizer state are exact: the module is rebuilt uninitia
 the meta device, no memory, when it is large), converted by Lightning's precision plugin,
 and its own `configure_optimizers` optimizer takes one step, so its state tensors are the
 ones training would create.
-Activations are measured (`litforge.toolkit.budget.activations`): the bytes autograd saves
+Activations are measured (`litforge.planning.budget.activations`): the bytes autograd saves
 for backward in one `training_step`, whole for a small module, by depth for a large one,
 with attention counted as CUDA's fused kernels save it when the question is about a GPU
-(`litforge.toolkit.budget.attention`).
+(`litforge.planning.budget.attention`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from torch.utils.data import default_collate
 
 from litforge.errors import LitforgeError
 from litforge.hf.quantize import PLANNED_BYTES
-from litforge.toolkit.budget import activations, depth
-from litforge.toolkit.budget.activations import Activations
-from litforge.toolkit.budget.copies import (
+from litforge.planning.budget import activations, depth
+from litforge.planning.budget.activations import Activations
+from litforge.planning.budget.copies import (
     ORDER,
     effective,
     has_checkpointing,

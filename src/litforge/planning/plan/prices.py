@@ -7,7 +7,7 @@ spot takes it away.
       H100: {on_demand: 2.99, spot: 1.49, mtbf_hours: 8}
       L4:   {on_demand: 0.80}
 
-Card names are those of `litforge.toolkit.hardware.CARDS`; a price or MTBF left out is not
+Card names are those of `litforge.planning.hardware.CARDS`; a price or MTBF left out is not
 planned with.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from litforge.errors import ConfigError
-from litforge.toolkit.hardware import CARDS
+from litforge.planning.hardware import CARDS
 
 FIELDS = ("on_demand", "spot", "mtbf_hours")
 
@@ -57,7 +57,7 @@ def load(path: str | Path) -> Prices:
     for name, entry in data["cards"].items():
         if name not in known:
             raise ConfigError(
-                f"--prices {path}: cards.{name} is not a card of litforge.toolkit.hardware "
+                f"--prices {path}: cards.{name} is not a card of litforge.planning.hardware "
                 f"(one of: {', '.join(known)})"
             )
         if not isinstance(entry, dict) or set(entry) - set(FIELDS):

@@ -3,7 +3,7 @@
 Times square matrix products C = A @ B (2 n^3 FLOPs each) per dtype and size, after a
 warm-up, with the device synchronized around each timed loop; reports the best TFLOP/s of
 each dtype, its ratio to float32, and its ratio to the card's dense peak from
-`litforge.toolkit.hardware`. On a GPU: float32 (TF32 off), TF32, float16 and bfloat16 at
+`litforge.planning.hardware`. On a GPU: float32 (TF32 off), TF32, float16 and bfloat16 at
 n = 1024..8192. On a CPU: float32 and bfloat16 at n = 128..512 (a quick check, not a
 benchmark of the CPU). Sizes whose three n x n matrices do not fit the memory available
 are refused in one line before anything is allocated.
@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from litforge.errors import ConfigError
-from litforge.toolkit.bench_memory import check_fits
-from litforge.toolkit.hardware import current_card
+from litforge.planning.bench_memory import check_fits
+from litforge.planning.hardware import current_card
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
 CPU_SIZES = (128, 256, 512)

@@ -17,7 +17,7 @@ Not `ThroughputMonitor` itself, because in lightning 2.6.6 it
     interleave with the training steps of metrics.csv.
 Validation time is left out of the training rates, as ThroughputMonitor does.
 
-FLOPs per batch are counted once, on meta tensors (`litforge.toolkit.flops`); later
+FLOPs per batch are counted once, on meta tensors (`litforge.planning.flops`); later
 batches scale that count by their number of samples.
 
 MFU is PaLM's (Chowdhery et al. 2022, appendix B): model FLOPs only, so a run with gradient
@@ -40,20 +40,20 @@ from lightning.pytorch.utilities.data import extract_batch_size
 
 from litforge import console
 from litforge.errors import ConfigError
-from litforge.toolkit.data_wait import DataWait
-from litforge.toolkit.flops import first_tensor, measure_or_warn, token_count
-from litforge.toolkit.hardware import GIB, find_card, peak_dtype
+from litforge.monitors.data_wait import DataWait
+from litforge.planning.flops import first_tensor, measure_or_warn, token_count
+from litforge.planning.hardware import GIB, find_card, peak_dtype
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 KEY = "callbacks.throughput"
 
 
 class ThroughputMFU(L.Callback):
-    """available_flops: dense peak FLOP/s of one device, overriding `litforge.toolkit.hardware`'s
+    """available_flops: dense peak FLOP/s of one device, overriding `litforge.planning.hardware`'s
     table (null: the table; 0: log no MFU). window_size: how many logging points (one every
     `trainer.log_every_n_steps` optimizer steps) the rates average over, at least 2.
     data_wait_warn: the share of step time spent waiting for the next batch
-    (`train/data_wait_share`, `litforge.toolkit.data_wait`) above which it says, once,
+    (`train/data_wait_share`, `litforge.monitors.data_wait`) above which it says, once,
     what to try."""
 
     def __init__(
@@ -220,7 +220,7 @@ def _check_flops(value: Any) -> float | None:
     if not ok or not math.isfinite(value) or value < 0:
         raise ConfigError(
             f"{KEY}.available_flops={value!r} must be a number of FLOP/s per device >= 0 "
-            "(e.g. 989.4e12), 0 to log no MFU, or null to use litforge.toolkit.hardware's table"
+            "(e.g. 989.4e12), 0 to log no MFU, or null to use litforge.planning.hardware's table"
         )
     return float(value)
 
@@ -241,9 +241,9 @@ def resolve_available_flops(
     if peak is not None:
         return peak
     if card is None:
-        why = f"{device_name!r} is not in litforge.toolkit.hardware.CARDS"
+        why = f"{device_name!r} is not in litforge.planning.hardware.CARDS"
     else:
-        why = f"litforge.toolkit.hardware has no {dtype or precision} peak for the {card.name}"
+        why = f"litforge.planning.hardware has no {dtype or precision} peak for the {card.name}"
     console.warn(
         f"throughput: no MFU: {why}; set {KEY}.available_flops to the card's dense peak "
         f"FLOP/s per device for precision {precision} (e.g. 989.4e12) to log it"

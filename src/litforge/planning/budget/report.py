@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from litforge.planning.budget.measure import Row, Subject, precisions_for
+from litforge.planning.budget.units import size
+from litforge.planning.hardware import CARDS
 from litforge.precision import normalize
-from litforge.toolkit.budget.measure import Row, Subject, precisions_for
-from litforge.toolkit.budget.units import size
-from litforge.toolkit.hardware import CARDS
 
 COLUMNS = (
     "precision",

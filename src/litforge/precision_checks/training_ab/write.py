@@ -1,6 +1,6 @@
 """The precision A/B report as a page (precision_ab.md) and a figure (precision_ab.png).
 
-Both read the plain report that `litforge.toolkit.precision_ab.experiment.build_report` makes.
+Both read the plain report that `litforge.precision_checks.training_ab.experiment.build_report` makes.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from litforge.toolkit.precision_ab.compare import percent
+from litforge.precision_checks.training_ab.compare import percent
 
 
 def markdown(report: dict[str, Any]) -> str:

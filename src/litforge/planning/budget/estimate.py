@@ -2,8 +2,8 @@
 the device limit it is held against, the rows `python -m litforge.budget` prints.
 
 The figures (weights, gradients, optimizer state, activations) are counted in
-`litforge.toolkit.budget.measure`; training runs log them through
-`litforge.toolkit.budget.callback`; the command is `litforge.budget`.
+`litforge.planning.budget.measure`; training runs log them through
+`litforge.monitors.memory_budget`; the command is `litforge.budget`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import torch
 from litforge.datamodule_facts import batch_size_of, training_samples
 from litforge.errors import LitforgeError
 from litforge.launch import processes
-from litforge.toolkit.budget import report
-from litforge.toolkit.budget.measure import Row, Subject, precisions_for, saved_bytes
-from litforge.toolkit.hardware import find_card, parse_memory
+from litforge.planning.budget import report
+from litforge.planning.budget.measure import Row, Subject, precisions_for, saved_bytes
+from litforge.planning.hardware import find_card, parse_memory
 
 __all__ = ["attention_for", "device_limit", "fsdp_shards", "rows", "saved_bytes", "subject_of"]
 

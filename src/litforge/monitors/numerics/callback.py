@@ -26,14 +26,14 @@ import torch
 
 from litforge import console
 from litforge.errors import ConfigError
-from litforge.toolkit.numerics.probes import (
+from litforge.monitors.numerics.probes import (
     ActivationPeaks,
     HostRing,
     grad_norms,
     vanishing_eps,
 )
-from litforge.toolkit.numerics.report import Fault, activation_table, block, what
-from litforge.toolkit.numerics.stop import NumericsFault, fail_if_weights_broken, stop
+from litforge.monitors.numerics.report import Fault, activation_table, block, what
+from litforge.monitors.numerics.stop import NumericsFault, fail_if_weights_broken, stop
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from litforge.toolkit.numerics.report import FP16_MAX
+from litforge.monitors.numerics.report import FP16_MAX
 
 
 class HostRing:

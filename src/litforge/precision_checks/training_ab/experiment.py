@@ -2,7 +2,7 @@
 
 `python train.py experiment=precision_ab` (conf/experiment/precision_ab.yaml) sweeps the
 precision group over `32` and the precisions in `precision_ab.compare`. Each job's
-`PrecisionProbe` (litforge.toolkit.precision_ab.probe) writes `precision_probe.json` into its run
+`PrecisionProbe` (litforge.precision_checks.training_ab.probe) writes `precision_probe.json` into its run
 directory; once the sweep is over `PrecisionReport`, a Hydra callback, writes
 `precision_ab.md`, `precision_ab.json` and `precision_ab.png` into the sweep directory.
 """
@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors
-from litforge.toolkit.precision_ab.compare import Gap, align, compare, trailing_mean
-from litforge.toolkit.precision_ab.probe import PROBE_FILE
-from litforge.toolkit.precision_ab.write import markdown, plot
+from litforge.precision_checks.training_ab.compare import Gap, align, compare, trailing_mean
+from litforge.precision_checks.training_ab.probe import PROBE_FILE
+from litforge.precision_checks.training_ab.write import markdown, plot
 from litforge.validation import schema
 
 REFERENCE = "32"

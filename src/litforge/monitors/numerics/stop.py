@@ -11,7 +11,7 @@ import lightning as L
 from litforge.checkpointing.callback import StoreCheckpoint
 from litforge.checkpointing.uploader import UploadsPending
 from litforge.errors import LitforgeError
-from litforge.toolkit.numerics.probes import weights_finite
+from litforge.monitors.numerics.probes import weights_finite
 
 
 class NumericsFault(LitforgeError):

@@ -23,7 +23,7 @@ from torch.func import functional_call
 from litforge import console
 from litforge.checkpointing.model_record import model_config
 from litforge.errors import LitforgeError
-from litforge.toolkit.budget.copies import has_checkpointing, rebuild
+from litforge.planning.budget.copies import has_checkpointing, rebuild
 
 
 def first_tensor(batch: Any) -> torch.Tensor | None:

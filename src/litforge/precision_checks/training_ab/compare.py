@@ -1,7 +1,7 @@
 """How far a precision's loss curve is from float32's, and the verdict on it.
 
 Pure functions on lists of numbers (no files, no plots), so they can be tested on made-up
-curves. Used by `litforge.toolkit.precision_ab.experiment`.
+curves. Used by `litforge.precision_checks.training_ab.experiment`.
 """
 
 from __future__ import annotations

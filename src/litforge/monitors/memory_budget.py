@@ -18,11 +18,12 @@ from litforge import console
 from litforge.checkpointing.model_record import model_config
 from litforge.errors import ConfigError
 from litforge.launch.fsdp import is_sharded
-from litforge.toolkit.budget import oom, report
-from litforge.toolkit.budget.estimate import device_limit, subject_of
-from litforge.toolkit.budget.failure import describe
-from litforge.toolkit.budget.measure import Row
-from litforge.toolkit.hardware import available_ram
+from litforge.monitors import out_of_memory as oom
+from litforge.planning.budget import report
+from litforge.planning.budget.estimate import device_limit, subject_of
+from litforge.planning.budget.failure import describe
+from litforge.planning.budget.measure import Row
+from litforge.planning.hardware import available_ram
 from litforge.validation.rules import Bool, Int
 
 KEY = "callbacks.memory_budget"
@@ -46,7 +47,7 @@ class MemoryBudget(L.Callback):
     oversubscribe: on CPU, start processes whose estimates together exceed the RAM
         available (processes.oversubscribe); else that stops the run in one line.
     snapshot: on CUDA, record allocations and write run_dir/memory_snapshot.pickle when the
-        run runs out of memory (`litforge.toolkit.budget.oom`; it slows CUDA allocation).
+        run runs out of memory (`litforge.monitors.out_of_memory`; it slows CUDA allocation).
 
     The measurements run on rebuilt copies of the module inside `torch.random.fork_rng`,
     so training (weights, RNG streams, data order) is the same with or without this.

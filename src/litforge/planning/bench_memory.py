@@ -9,7 +9,7 @@ import math
 import torch
 
 from litforge.errors import ConfigError
-from litforge.toolkit.hardware import available_ram
+from litforge.planning.hardware import available_ram
 
 MATRICES = 3  # a, b and out live together in each timed product
 GIB = 2**30

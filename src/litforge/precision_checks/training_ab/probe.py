@@ -2,7 +2,7 @@
 
 `PrecisionProbe` is a Lightning callback (conf/experiment/precision_ab.yaml adds it as
 `callbacks.precision_probe`); at the end of fit rank 0 writes `run_dir/precision_probe.json`,
-which `litforge.toolkit.precision_ab.experiment.PrecisionReport` reads once the sweep is over.
+which `litforge.precision_checks.training_ab.experiment.PrecisionReport` reads once the sweep is over.
 """
 
 from __future__ import annotations

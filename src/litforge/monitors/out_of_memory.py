@@ -13,7 +13,7 @@ import torch
 
 from litforge.errors import LitforgeError
 from litforge.exits import explain_with
-from litforge.toolkit.budget import report
+from litforge.planning.budget import report
 
 SNAPSHOT_NAME = "memory_snapshot.pickle"
 
@@ -39,7 +39,7 @@ class ExplainOutOfMemory(L.Callback):
 
 def explain(trainer: L.Trainer, err: BaseException) -> OutOfMemory:
     """The block for an out-of-memory error raised by `trainer.fit`."""
-    from litforge.toolkit.budget.callback import MemoryBudget
+    from litforge.monitors.memory_budget import MemoryBudget
 
     budget = next((c for c in trainer.callbacks if isinstance(c, MemoryBudget)), None)
     phase = phase_of(err)
