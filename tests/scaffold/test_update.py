@@ -67,6 +67,7 @@ def test_update_moves_the_pin_and_leaves_the_users_code_alone(tmp_path, view_cac
     new_pin = (project / "pyproject.toml").read_text()
     version = re.search(r"litforge\[[\w,]+\]==(\S+)\"", new_pin)[1]
     assert "hf" in re.search(r"litforge\[([\w,]+)\]", new_pin)[1].split(",")  # kept
+    assert "<<<<<<<" not in new_pin  # the hand-added extra rides on the moved pin
     assert new_pin != old_pin and new_tag == f"v{version}"
     (wheel,) = (project / "vendor").glob("*.whl")  # the old wheel went with the old pin
     assert version in wheel.name

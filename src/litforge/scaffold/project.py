@@ -173,6 +173,7 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
         conflict=conflict,
     ) as worker:
         worker.run_update()
+    _settle_pin_conflict(project / "pyproject.toml")
     _say(
         f"updated {project} from {old_tag} to {new.tag}; review with `git diff`, resolve any "
         "conflict markers, then commit"
@@ -181,6 +182,29 @@ def update(project: Path, template: Path | None = None, conflict: str = "inline"
     if own:
         _say(own)
     return new.tag
+
+
+def _settle_pin_conflict(pyproject: Path) -> None:
+    """An extra the user added to the litforge pin by hand (as a project's missing-extra line
+    says to) and the template's moved pin change the same line: a conflict only in form,
+    since the moved pin already carries the project's extras (`update` passes them on).
+    Take the moved pin where it holds every extra of the user's line; leave any other
+    conflict to the user."""
+    import re
+
+    text = pyproject.read_text()
+    pin = r'\s*"litforge\[([\w,\s-]*)\][^"\n]*",?\n'
+    block = re.compile(
+        rf"<<<<<<< before updating\n({pin})=======\n({pin})>>>>>>> after updating\n"
+    )
+
+    def theirs_if_it_keeps_ours(found: re.Match[str]) -> str:
+        ours, theirs = (set(e.strip() for e in found[i].split(",")) for i in (2, 4))
+        return found[3] if ours <= theirs else found[0]
+
+    settled = block.sub(theirs_if_it_keeps_ours, text)
+    if settled != text:
+        pyproject.write_text(settled)
 
 
 def _required_extras(project: Path) -> list[str]:
