@@ -59,10 +59,11 @@ def test_without_a_remote_the_project_carries_the_wheel_it_pins(generated):
     requirement = _requirement(generated)
     found = re.fullmatch(r"litforge\[([\w,]+)\]==(\S+)", requirement)
     assert found, requirement
-    # its sweeps and its W&B sweep; not every logger and launcher, and not the Hugging Face
-    # stack: its experiment ships, and names the extra when run without it
-    assert set(found[1].split(",")) == {"sweeps", "wandb", "scaffold"}
+    # its Optuna sweeps; not every logger and launcher, and not the Hugging Face stack or
+    # wandb: the HF experiment and the W&B sweep ship, and name their extra when run without
+    assert set(found[1].split(",")) == {"sweeps", "scaffold"}
     assert (generated / "conf/experiment/hf_finetune.yaml").is_file()
+    assert (generated / "conf/wandb_sweep.yaml").is_file()
     assert "add it inside the brackets" in (generated / "README.md").read_text()
     (wheel,) = (generated / "vendor").glob("*.whl")
     assert wheel.name.startswith(f"litforge-{found[2]}-")

@@ -59,7 +59,8 @@ EXTRAS: dict[str, Extra] = {
     for extra in (
         Extra("sweeps", "Optuna sweeps (hparams_search=...)", ("conf/hparams_search/*",)),
         Extra("slurm", "hydra/launcher=slurm"),
-        Extra("wandb", "Weights & Biases logger", ("conf/wandb_sweep.yaml",)),
+        # A W&B sweep needs a W&B account: its extra comes when asked for, as hf's does.
+        Extra("wandb", "Weights & Biases logger", ("conf/wandb_sweep.yaml",), by_default=False),
         Extra("tensorboard", "TensorBoard logger"),
         Extra("mlflow", "MLflow logger"),
         Extra("s3", "checkpoints on S3"),
@@ -79,10 +80,10 @@ ALWAYS = ("scaffold",)
 
 
 def used_extras(minimal: bool) -> list[str]:
-    """The extras whose capability the project's own files use (its sweeps, its W&B sweep):
-    what a new project depends on beside `ALWAYS`. The Hugging Face experiment ships without
-    its extra (transformers, peft and accelerate would double the first `make train`); it,
-    and the library's other options (logger=mlflow, hydra/launcher=slurm, an s3://
+    """The extras whose capability the project's own files use (its Optuna sweeps): what a
+    new project depends on beside `ALWAYS`. The Hugging Face experiment and the W&B sweep
+    ship without their extras (transformers, peft, accelerate and wandb would make the first
+    `make train` half again as long, for two examples); they, and the library's other options (logger=mlflow, hydra/launcher=slurm, an s3://
     checkpoint.dir), name their extra in one line when picked without it; `--with` adds
     them up front."""
     shipped = [
