@@ -9,6 +9,8 @@ import sys
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from litforge.run_settings import RunSettings
+
 log = logging.getLogger("litforge")
 
 
@@ -22,7 +24,7 @@ def show_config(cfg: DictConfig) -> None:
     """One line: the overrides this run was given and where its whole config is written.
     With `print_config=true`, the resolved config itself: a rich tree in a terminal, plain
     YAML in the log otherwise."""
-    if not cfg.get("print_config", False):
+    if not RunSettings.of(cfg).print_config:
         given = " ".join(task_overrides()) or "none (the defaults)"
         log.info(
             "overrides: %s; the whole config: %s/config.yaml (print_config=true prints it)",

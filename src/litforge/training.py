@@ -42,7 +42,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         # A fit that raised in this process (a notebook, a test) leaves the run to the next
         # call; the CLI's exit would release the locks anyway.
         checkpoints.release()
-    if cfg.get("test", True):
+    if cfg.test:
         # The best checkpoint by the monitored metric; without one, the weights in memory.
         results = trainer.test(
             module,

@@ -28,6 +28,7 @@ COMMANDS: dict[str, Command] = {
     "new-experiment": Command("litforge.scaffold.__main__", ("experiment",), "conf/experiment/NAME.yaml (+ model, data, test)"),
     "update-template": Command("litforge.scaffold.__main__", ("update",), "take in template changes since the project was made"),
     "recipe": Command("litforge.scaffold.__main__", ("recipe",), "own the training loop: `recipe copy` into this project, `recipe diff`"),
+    "config": Command("litforge.commands.config", (), "every litforge config key: type, default, doc (`config GROUP`)"),
     "shards": Command("litforge.commands.shards", (), "a DataModule's splits as shards at any fsspec URL (`shards write`)"),
     "dashboard": Command("litforge.sweeps.dashboard", (), "a sweep's study in optuna-dashboard"),
 }  # fmt: skip

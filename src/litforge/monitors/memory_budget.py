@@ -24,7 +24,7 @@ from litforge.planning.budget.estimate import device_limit, subject_of
 from litforge.planning.budget.failure import describe
 from litforge.planning.budget.measure import Row
 from litforge.planning.hardware import available_ram
-from litforge.validation.rules import Bool, Int
+from litforge.settings.rules import Bool, Int
 
 KEY = "callbacks.memory_budget"
 log = logging.getLogger(__name__)
