@@ -24,6 +24,12 @@ BARE = ["checkpoint=none", "callbacks=none", "logger=none", "debug=fdr", "traine
 # (docs/architecture.md draws the same map).
 LAYERS = {
     0: {
+        "settings",  # the schema kit and its rules: every layer declares its keys with it
+        "run_settings",
+        "compiling_settings",
+        "precision_settings",
+        "evaluation_settings",
+        "hooks",  # the extension points, declared
         "errors",
         "exits",
         "hydra_start",
