@@ -12,13 +12,15 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from torch.utils._pytree import tree_leaves
 from torch.utils.data import DataLoader
 
+from litforge import hooks
+
 
 def batch_size_of(datamodule: L.LightningDataModule, loader: Any = None) -> int | None:
     """Samples per step and process: `datamodule.batch_size`, else its
     `hparams.batch_size` (lightning-hydra-template's shape), else `loader.batch_size`;
     None when none of them says."""
     candidates = (
-        getattr(datamodule, "batch_size", None),
+        datamodule.batch_size if isinstance(datamodule, hooks.BatchSized) else None,
         getattr(getattr(datamodule, "hparams", None), "get", lambda _: None)("batch_size"),
         getattr(loader, "batch_size", None),
     )
@@ -68,7 +70,7 @@ def training_samples(datamodule: L.LightningDataModule) -> tuple[Sequence[Any], 
     """(samples, loader) after `setup("fit")`: litforge's `train_set`, or, for a DataModule
     without one, the samples of one batch of its `train_dataloader()` (drawn with the RNG
     forked, so the run's data order is untouched; loader is then that loader)."""
-    samples = getattr(datamodule, "train_set", None)
+    samples = datamodule.train_set if isinstance(datamodule, hooks.KeepsTrainSet) else None
     if samples is not None:
         return samples, None
     with torch.random.fork_rng():

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, open_dict
 
-from litforge import build, checkpointing, console, run_record
+from litforge import build, checkpointing, console, hooks, run_record
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
 from litforge.precision import on_cuda
@@ -33,7 +33,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     datamodule = build.build_datamodule(cfg)
     checkpointing.load_weights(module, cfg.model, str(cfg.ckpt_path), run_dir / "downloaded")
     if cfg.sample.prompt is not None and not (
-        hasattr(module, "sample") and hasattr(datamodule, "decode")
+        isinstance(module, hooks.SamplesText) and isinstance(datamodule, hooks.DecodesText)
     ):
         raise ConfigError(
             f"sample.prompt is set, but {type(module).__name__} on "

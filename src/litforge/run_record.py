@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import console
+from litforge import console, hooks
 from litforge.callbacks.early_stopping import best_if_stopped
 from litforge.callbacks.epoch_log import epoch_scalars
 from litforge.errors import ConfigError
@@ -105,8 +105,8 @@ def final_metrics(
     checkpoint, the precision asked for and the one that ran, and where fit ended."""
     found: dict[str, Any] = {}
     for callback in trainer.callbacks:  # type: ignore[attr-defined]
-        report = getattr(callback, "final_metrics", None)
-        if callable(report):
+        report = hooks.final_metrics_of(callback)
+        if report is not None:
             found.update(report(trainer))
         elif isinstance(callback, EarlyStopping):  # Lightning's own, as users configure it
             found.update(best_if_stopped(callback, trainer))

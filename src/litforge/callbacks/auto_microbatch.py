@@ -59,7 +59,8 @@ class AutoMicrobatch(L.Callback):
     def check_before_fit(
         self, trainer: L.Trainer, datamodule: L.LightningDataModule | None
     ) -> None:
-        """Before fit (litforge.build calls it once the Trainer is built): the refusals."""
+        """Before fit (litforge.build calls it once the Trainer is built; the hook
+        litforge.hooks.ChecksBeforeFit): the refusals."""
         if trainer.world_size > 1:
             raise ConfigError(
                 f"microbatch.auto=true runs in one process; this run has {trainer.world_size}"

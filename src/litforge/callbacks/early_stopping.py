@@ -40,7 +40,7 @@ class EarlyStop(EarlyStopping):
         return value if abs(value) != float("inf") else None
 
     def final_metrics(self, trainer: L.Trainer) -> dict[str, float]:
-        """For the run record (litforge.run_record.final_metrics)."""
+        """For the run record (the hook litforge.hooks.ReportsFinalMetrics)."""
         return best_if_stopped(self, trainer)
 
 

@@ -62,5 +62,5 @@ class EffectiveBatch(L.Callback):
             self.then(trainer, self.size)
 
     def final_metrics(self, trainer: L.Trainer) -> dict[str, int | None]:
-        """For the run record (litforge.run_record.final_metrics)."""
+        """For the run record (the hook litforge.hooks.ReportsFinalMetrics)."""
         return {"effective_batch_size": self.size}

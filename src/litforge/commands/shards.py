@@ -13,6 +13,7 @@ import argparse
 import sys
 import tempfile
 
+from litforge import hooks
 from litforge.data.shards.datamodule import SPLITS
 from litforge.errors import ConfigError
 
@@ -54,9 +55,11 @@ def _write(args: argparse.Namespace) -> None:
     datamodule = construct(cfg.data, "data")
     for stage in ("fit", "test"):
         datamodule.setup(stage)
-    provides = getattr(type(datamodule), "provides", None)
+    provides = hooks.provides_of(type(datamodule))
     # What a reader must match (TextStream checks its block_size against it).
-    meta = {"block_size": datamodule.block_size} if hasattr(datamodule, "block_size") else {}
+    meta = (
+        {"block_size": datamodule.block_size} if isinstance(datamodule, hooks.HasBlockSize) else {}
+    )
     for split in SPLITS:
         names = DATASET_NAMES[split]
         dataset = next((d for n in names if (d := getattr(datamodule, n, None)) is not None), None)

@@ -132,7 +132,8 @@ class SplitDataModule(L.LightningDataModule):
     """Loaders over `train_set`, `val_set` and `test_set`, which a subclass's `setup` fills."""
 
     # Its train loader builds its own sampler: Lightning must not replace it
-    # (litforge.build reads this for trainer.use_distributed_sampler=null).
+    # (litforge.build reads this for trainer.use_distributed_sampler=null). This and
+    # `train_set`, `batch_size` are hooks a plain DataModule may define too (litforge.hooks).
     shards_itself = True
 
     train_set: Dataset | None = None

@@ -11,6 +11,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from litforge import hooks
 from litforge.optim import accepts
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
@@ -32,14 +33,14 @@ class LitforgeModule(L.LightningModule):
 
     net: torch.nn.Module
     # The repeated block of `net` that trainer=fsdp shards one at a time (litforge.launch.fsdp);
-    # None: the model cannot be sharded and trainer=fsdp refuses it.
+    # None: the model cannot be sharded and trainer=fsdp refuses it (litforge.hooks.Shardable).
     shard_unit: type[torch.nn.Module] | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if name == "net" and isinstance(value, torch.nn.Module):
             # A net may name its own repeated block (a Hugging Face model's decoder layer).
-            unit = getattr(value, "shard_unit", None)
+            unit = hooks.shard_unit_of(value)
             if unit is not None:
                 object.__setattr__(self, "shard_unit", unit)
 
@@ -49,7 +50,7 @@ class LitforgeModule(L.LightningModule):
         only (the base model loads from its own directory)."""
         if self._strict_loading is not None:
             return bool(self._strict_loading)
-        return not getattr(self.__dict__.get("_modules", {}).get("net"), "adapters_only", False)
+        return not hooks.adapters_only(self.__dict__.get("_modules", {}).get("net"))
 
     @strict_loading.setter
     def strict_loading(self, strict_loading: bool) -> None:
@@ -57,7 +58,7 @@ class LitforgeModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A net of adapters records its base model's identity (directory and sha256)."""
-        identity = getattr(getattr(self, "net", None), "base_identity", lambda: None)()
+        identity = hooks.base_identity_of(getattr(self, "net", None))
         if identity:
             from litforge.hf.lora import BASE_KEY  # only a Hugging Face net has an identity
 
@@ -66,7 +67,7 @@ class LitforgeModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Adapters load only onto the base they were trained on (one line naming both)."""
         net = getattr(self, "net", None)
-        if hasattr(net, "base_identity"):
+        if isinstance(net, hooks.KnowsItsBase):
             from litforge.hf.lora import check_base  # only a Hugging Face net has one
 
             check_base(checkpoint, net, "the checkpoint")

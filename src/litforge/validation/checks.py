@@ -20,6 +20,7 @@ from omegaconf.errors import (
     MissingMandatoryValue,
 )
 
+from litforge import hooks
 from litforge.errors import ConfigError
 from litforge.paths import unwritable
 from litforge.validation import schema, targets
@@ -164,7 +165,7 @@ def _check_trainer_keys(trainer: dict[str, Any]) -> None:
 def _check_model_fits_data(cfg: dict[str, Any]) -> None:
     """A model declares the batches it consumes, a DataModule those it provides."""
     model, data = _class_of(cfg["model"], "model"), _class_of(cfg["data"], "data")
-    consumes, provides = getattr(model, "consumes", None), getattr(data, "provides", None)
+    consumes, provides = hooks.consumes_of(model), hooks.provides_of(data)
     if consumes and provides and consumes != provides:
         raise ConfigError(
             f"model={model.__name__} takes {consumes} but data={data.__name__} gives {provides}; "

@@ -60,7 +60,7 @@ class MixtureDataset(Dataset):
         stream = bisect.bisect_right(self.offsets, index) - 1
         return self.streams[stream][index - self.offsets[stream]]
 
-    def stall_advice(self) -> str:
+    def stall_advice(self) -> str:  # litforge.hooks.AdvisesOnStalls
         return self.streams[0].stall_advice()
 
     def locate(self, index: int) -> tuple[str, int]:

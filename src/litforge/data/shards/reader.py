@@ -190,7 +190,7 @@ class ShardedDataset(Dataset):
         return self._block(shard, within // per)[within % per]
 
     def stall_advice(self) -> str:
-        """The streaming knobs, for the data-wait warning."""
+        """The streaming knobs, for the data-wait warning (litforge.hooks.AdvisesOnStalls)."""
         return stall_advice(redact_url(self.url), self.cache_dir, self.index.samples_per_block)
 
     def locate(self, index: int) -> tuple[str, int]:
