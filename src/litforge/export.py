@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from litforge import hooks
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors
 from litforge.paths import unwritable
@@ -49,7 +50,7 @@ def export(
         cfg = compose(list(overrides or []), partial / "run", conf_dir=conf_dir)
         module = build.build_module(cfg, compiled=False)
         net = getattr(module, "net", None)
-        if not callable(getattr(net, "merged", None)):
+        if hooks.merged_of(net) is None:
             raise ConfigError(
                 f"model={cfg.model.get('_target_')} with net {type(net).__name__} is not a "
                 "Hugging Face model: export writes model=hf_causal_lm checkpoints (pass "
@@ -115,7 +116,7 @@ def _write_model(net: Any, into: Path) -> list[str]:
     os.umask(umask)
     for path in into.iterdir():  # safetensors writes 0600: readable as the user's files are
         path.chmod(0o666 & ~umask)
-    identity = getattr(net, "base_identity", lambda: None)()
+    identity = hooks.base_identity_of(net)
     marker = {"base": str(net.pretrained), "base_sha256": (identity or {}).get("sha256")}
     (into / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     return wrote

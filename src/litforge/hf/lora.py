@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import nn
 
+from litforge import hooks
 from litforge.errors import ConfigError
 
 ADAPTER_MARK = "lora_"  # in the name of every adapter tensor peft adds
@@ -123,7 +124,7 @@ def base_identity(pretrained: str) -> dict[str, str]:
 def check_base(checkpoint: dict[str, Any], net: nn.Module, what: str) -> None:
     """Adapters load only onto the base they were trained on: one line naming both."""
     saved = checkpoint.get(BASE_KEY)
-    identity = getattr(net, "base_identity", lambda: None)()
+    identity = hooks.base_identity_of(net)
     if not (saved and identity):
         return
     if saved.get("sha256") == identity["sha256"]:

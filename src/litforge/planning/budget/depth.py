@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from litforge import hooks
+
 
 @dataclass(frozen=True)
 class Blocks:
@@ -27,7 +29,7 @@ class Blocks:
 
 def shard_unit_of(module: nn.Module) -> type[nn.Module] | None:
     """The block class a module declares as its repeated unit (`shard_unit`), if any."""
-    unit = getattr(module, "shard_unit", None)
+    unit = hooks.shard_unit_of(module)
     return unit if isinstance(unit, type) and issubclass(unit, nn.Module) else None
 
 
