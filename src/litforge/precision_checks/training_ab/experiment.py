@@ -23,6 +23,7 @@ from litforge.errors import ConfigError
 from litforge.exits import report_user_errors
 from litforge.precision_checks.training_ab.compare import Gap, align, compare, trailing_mean
 from litforge.precision_checks.training_ab.probe import PROBE_FILE
+from litforge.precision_checks.training_ab.settings import PrecisionABSettings
 from litforge.precision_checks.training_ab.write import markdown, plot
 from litforge.validation import schema
 
@@ -67,8 +68,8 @@ class PrecisionReport(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         runs = load_runs(sweep_dir)
-        settings = OmegaConf.to_container(config.precision_ab, resolve=True)
-        report = build_report(runs, settings["threshold"], settings["smooth_steps"], config)
+        settings = PrecisionABSettings.of(config)
+        report = build_report(runs, settings.threshold, settings.smooth_steps, config)
         if report is None:
             print(f"precision A/B: no float32 run in {sweep_dir}; nothing to compare", flush=True)
             return
@@ -86,7 +87,7 @@ def check(config: DictConfig) -> None:
     plain = {"precision_ab": OmegaConf.to_container(config.precision_ab, resolve=True)}
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={value} is invalid; {reason}")
-    window = plain["precision_ab"]["smooth_steps"]
+    window = PrecisionABSettings.of(config).smooth_steps
     steps = config.get("trainer", {}).get("max_steps")
     if isinstance(steps, int) and 0 <= steps < window:  # -1: counted in epochs, known later
         fewer = f" or precision_ab.smooth_steps<={steps}" if steps else ""
