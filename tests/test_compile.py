@@ -80,9 +80,20 @@ def test_inductor_without_a_c_compiler_is_one_line(make_cfg, monkeypatch):
 
 
 @pytest.mark.slow
-def test_inductor_trains(make_cfg):
+def test_inductor_trains(make_cfg, tmp_path, monkeypatch):
+    from litforge.compile_cache.archive import KEY_ENV
+    from litforge.compile_cache.local_files import archive_name
+
+    monkeypatch.setenv(KEY_ENV, "a-test-key-of-32-characters-0001")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     metrics = train(make_cfg(*TINY_GPT, *SHORT, "compile.enabled=true"))
     assert metrics["global_step"] == 4
+    # The config's compile cache found the run's checkpoints: none to fetch yet, one saved.
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["compile_cache"]
+    name = archive_name(torch.device("cpu"))
+    assert record["archive"] == f"{tmp_path / 'run' / 'checkpoints'}/{name}"
+    assert record["fetched_files"] == 0 and "fx_graph_hit" in record, record
+    assert (tmp_path / "run" / "checkpoints" / name).is_file()
 
 
 @pytest.mark.slow

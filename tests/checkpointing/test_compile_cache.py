@@ -18,9 +18,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from litforge.checkpointing import compile_cache
-from litforge.checkpointing.compile_cache import CompileCache, archive_name, lookups
-from litforge.checkpointing.compile_cache_archive import (
+from litforge import build
+from litforge.checkpointing.callback import StoreCheckpoint
+from litforge.checkpointing.store import CheckpointStore
+from litforge.compile_cache.archive import (
     KEY_ENV,
     NO_KEY,
     ArchiveRefused,
@@ -28,7 +29,8 @@ from litforge.checkpointing.compile_cache_archive import (
     signature,
     unpack,
 )
-from litforge.checkpointing.store import CheckpointStore
+from litforge.compile_cache.callback import CompileCache
+from litforge.compile_cache.local_files import archive_name, lookups
 from litforge.errors import ConfigError
 
 ARCHIVE = archive_name(torch.device("cpu"))
@@ -292,26 +294,29 @@ def test_only_plain_files_inside_the_cache_are_unpacked(tmp_path, kind):
     assert not [p for p in root.rglob("*") if p.is_file()]  # nothing added, not even "fine"
 
 
+def built(cfg) -> list[CompileCache]:
+    """The compile cache the config's callbacks give (conf/callbacks/compile_cache.yaml)."""
+    return [c for c in build.build_callbacks(cfg) if isinstance(c, CompileCache)]
+
+
 def test_the_key_comes_from_a_local_file_or_the_environment(make_cfg, tmp_path, monkeypatch):
-    store = CheckpointStore(str(tmp_path / "s"))
     on = ["compile.enabled=true"]
     monkeypatch.delenv(KEY_ENV, raising=False)
-    (cache,) = compile_cache.attach(make_cfg(*on), store, tmp_path / "st")
+    (cache,) = built(make_cfg(*on))
     assert cache._key is None
     monkeypatch.setenv(KEY_ENV, KEY.decode())
-    (cache,) = compile_cache.attach(make_cfg(*on, "compile.cache_max_bytes=5000"), store, tmp_path)
+    (cache,) = built(make_cfg(*on, "compile.cache_max_bytes=5000"))
     assert (cache._key, cache.max_bytes) == (KEY, 5000)
     key_file = tmp_path / "key"
     key_file.write_text("a-key-from-a-file-of-32-chars-03\n")
-    (cache,) = compile_cache.attach(make_cfg(*on, f"compile.cache_key_file={key_file}"), store,
-                                    tmp_path)  # fmt: skip
+    (cache,) = built(make_cfg(*on, f"compile.cache_key_file={key_file}"))
     assert cache._key == b"a-key-from-a-file-of-32-chars-03"  # the file wins over the environment
     missing = f"compile.cache_key_file={tmp_path / 'absent'}"
     with pytest.raises(ConfigError, match=f"^{missing} cannot be read"):
-        compile_cache.attach(make_cfg(*on, missing), store, tmp_path)
+        built(make_cfg(*on, missing))
     monkeypatch.setenv(KEY_ENV, "short-secret")
     with pytest.raises(ConfigError, match=f"{KEY_ENV}: the compile-cache key is 12 ch") as err:
-        compile_cache.attach(make_cfg(*on), store, tmp_path)
+        built(make_cfg(*on))
     assert "short-secret" not in str(err.value)  # the key itself never in a message
 
 
@@ -322,12 +327,28 @@ def test_the_key_comes_from_a_local_file_or_the_environment(make_cfg, tmp_path, 
         (["compile.enabled=true"], True),
         (["compile.enabled=true", "compile.cache=false"], False),
         (["compile.enabled=true", "compile.backend=aot_eager"], False),  # keeps no files
+        (["compile.enabled=true", "checkpoint=none"], False),  # nowhere to keep it
     ],
 )
-def test_attached_when_compiling_with_inductor(make_cfg, tmp_path, overrides, attached):
-    cfg = make_cfg(*overrides)
-    found = compile_cache.attach(cfg, CheckpointStore(str(tmp_path / "s")), tmp_path / "st")
-    assert [type(c) for c in found] == ([CompileCache] if attached else [])
+def test_attached_when_compiling_with_inductor(make_cfg, overrides, attached):
+    assert len(built(make_cfg(*overrides))) == attached
+
+
+def test_it_keeps_the_cache_beside_the_run_checkpoints(tmp_path, monkeypatch):
+    """Built by the config, it finds the store and staging directory of the run's saver
+    among the Trainer's callbacks; without a saver it does nothing."""
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    store = CheckpointStore(str(tmp_path / "store"))
+    saver = StoreCheckpoint(store, tmp_path / "staging")
+    cache = CompileCache(run_dir=tmp_path, key=KEY)
+    trainer = L.Trainer(accelerator="cpu", logger=False, callbacks=[cache, saver],
+                        enable_checkpointing=False)  # fmt: skip
+    assert cache._beside_checkpoints(trainer)
+    assert (cache._store, cache._staging_dir) == (store, tmp_path / "staging")
+    alone = CompileCache(run_dir=tmp_path, key=KEY)
+    assert not alone._beside_checkpoints(L.Trainer(accelerator="cpu", logger=False,
+                                                   callbacks=[alone]))  # fmt: skip
+    assert alone._store is None
 
 
 def test_lookups_are_torch_counters():

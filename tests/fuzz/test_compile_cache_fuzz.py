@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from litforge.checkpointing.compile_cache_archive import (
+from litforge.checkpointing.store import CheckpointStore
+from litforge.compile_cache.archive import (
     ArchiveRefused,
     fetch_verified,
     signature,
     unpack,
 )
-from litforge.checkpointing.store import CheckpointStore
 from tests.fuzz.damage import damaged_copies
 
 NAME = "compile-cache/torch-2.0-x86_64.tar"

@@ -4,6 +4,8 @@ The recipes see only `setup(cfg) -> Checkpointing` (callbacks, `resume_from`, `f
 and `load_weights` (eval.py); the modules behind them each hold one concern:
 
 configure.py       conf/checkpoint -> Checkpointing (a do-nothing one for checkpoint=none)
+start.py           where a run starts: a pure decision over the config and the store's listing
+session.py         Checkpointing: the callbacks, the resume point, finish() after fit
 store.py           URL -> filesystem, start-up access check, completeness markers
 uploader.py        local staging, retried (optionally background) uploads
 callback.py        when to save, what to keep

@@ -167,37 +167,32 @@ class StoreCheckpoint(L.Callback):
             return
         previous, self._last_saved_step = self._last_saved_step, step
         self._last_save_time = time.monotonic()
-        wall, cpu = time.perf_counter(), time.process_time()
+        started = time.perf_counter(), time.process_time()
         name = checkpoint_name(step)
         local = Path(self.store.path(name)) if self.store.is_local else self.staging_dir / name
-        # collective: every rank takes part. weights_only=False: the full training state.
-        try:
-            trainer.save_checkpoint(local, weights_only=False)
-            failure = None
-        except OSError as err:
-            if err.errno not in _NO_SPACE:
-                raise
-            trainer.strategy.barrier("Trainer.save_checkpoint")  # the one the failed save skipped
-            failure = f"{err.strerror or err} ({local})"
-            shutil.rmtree(local, ignore_errors=True) if local.is_dir() else local.unlink(
-                missing_ok=True
-            )
+        failure = _write(trainer, local)
         if final and trainer.world_size > 1:  # every rank stops, or none
             failure = trainer.strategy.broadcast(failure, src=0)
         if failure is not None:
             self._last_saved_step = previous  # a later save of this step tries again
             self._failed_save(step, failure, final)
             return
-        if not trainer.is_global_zero:
-            return
+        if trainer.is_global_zero:
+            self._submit(trainer, local, step, block, started)
+
+    def _submit(
+        self, trainer: L.Trainer, local: Path, step: int, block: bool, started: tuple[float, float]
+    ) -> None:
+        """Rank 0: the written checkpoint's marker, its upload, and the save's timing."""
         metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
         value = float(metric) if metric is not None and math.isfinite(float(metric)) else None
         if local.is_dir():
             check_all_shards(local, trainer.world_size, self.staging_dir)
-        manifest = Manifest(name, step, *digest(local), value)
+        manifest = Manifest(local.name, step, *digest(local), value)
         if not self.store.is_local:  # the staged copy is complete: a rerun may upload it
-            local.with_name(name + MARKER_SUFFIX).write_text(manifest.to_json())
+            local.with_name(local.name + MARKER_SUFFIX).write_text(manifest.to_json())
         self.uploader.submit(local, manifest, after_commit=self._on_commit, block=block)
+        wall, cpu = started
         self.timings.append(
             SaveTiming(step, time.perf_counter() - wall, time.process_time() - cpu, manifest.bytes)
         )
@@ -280,3 +275,20 @@ class StoreCheckpoint(L.Callback):
         if best is None:
             return None
         return self.store.local_copy(best.name, self.staging_dir, "best")
+
+
+def _write(trainer: L.Trainer, local: Path) -> str | None:
+    """Save the full training state to `local` (collective: every rank takes part); a disk
+    with no space left is the failure's one-line description instead of an error."""
+    try:
+        trainer.save_checkpoint(local, weights_only=False)  # the full state, not weights only
+        return None
+    except OSError as err:
+        if err.errno not in _NO_SPACE:
+            raise
+        trainer.strategy.barrier("Trainer.save_checkpoint")  # the one the failed save skipped
+        if local.is_dir():
+            shutil.rmtree(local, ignore_errors=True)
+        else:
+            local.unlink(missing_ok=True)
+        return f"{err.strerror or err} ({local})"

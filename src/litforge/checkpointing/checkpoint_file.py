@@ -165,35 +165,7 @@ def load(path: str, mmap: bool = False, verify: bool | None = None) -> dict[str,
     try:
         checkpoint = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
-        unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
-        if unsafe:
-            raise ConfigError(
-                f"ckpt_path={path} contains a pickled {unsafe.group(1)} object; it is refused "
-                "because loading it could run arbitrary code (only tensors and plain values "
-                "load with weights_only=True)"
-            ) from err
-        named = _pickled_class(file)
-        if named:
-            raise ConfigError(
-                f"ckpt_path={path} contains a pickled {named} object; it is refused because "
-                "loading it could run arbitrary code (only tensors and plain values load "
-                "with weights_only=True)"
-            ) from err
-        # torch's other refusals open with advice to load with weights_only=False: never ours.
-        detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(err))
-        if detail and detail.group(1).startswith("Unsupported operand"):  # random bytes
-            raise ConfigError(
-                f"ckpt_path={path} is not a readable checkpoint (not a file torch.save "
-                f"wrote, or a damaged one: {detail.group(1).strip()})"
-            ) from err
-        if detail:
-            raise ConfigError(
-                f"ckpt_path={path} is refused: it holds more than tensors and plain values "
-                f"({detail.group(1).strip()})"
-            ) from err
-        raise ConfigError(
-            f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__})"
-        ) from err
+        raise _refused(path, file, err) from err
     except Exception as err:  # noqa: BLE001 - a text file raises KeyError, a truncated one RuntimeError
         raise ConfigError(
             f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__}: "
@@ -204,21 +176,39 @@ def load(path: str, mmap: bool = False, verify: bool | None = None) -> dict[str,
     return checkpoint
 
 
+def _refused(path: str, file: Path, err: pickle.UnpicklingError) -> ConfigError:
+    """Why torch's safe loader refused `file`, in one line naming `path`."""
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+    named = unsafe.group(1) if unsafe else _pickled_class(file)
+    if named:
+        return ConfigError(
+            f"ckpt_path={path} contains a pickled {named} object; it is refused because "
+            "loading it could run arbitrary code (only tensors and plain values load "
+            "with weights_only=True)"
+        )
+    # torch's other refusals open with advice to load with weights_only=False: never ours.
+    detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(err))
+    if detail and detail.group(1).startswith("Unsupported operand"):  # random bytes
+        return ConfigError(
+            f"ckpt_path={path} is not a readable checkpoint (not a file torch.save "
+            f"wrote, or a damaged one: {detail.group(1).strip()})"
+        )
+    if detail:
+        return ConfigError(
+            f"ckpt_path={path} is refused: it holds more than tensors and plain values "
+            f"({detail.group(1).strip()})"
+        )
+    return ConfigError(f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__})")
+
+
 def _pickled_class(file: Path) -> str | None:
     """The first class a pickle names that torch's safe loader does not allow, read from
     its opcodes without running any (torch names it only for protocol-2 pickles)."""
     import pickletools
-    import zipfile
 
     try:
-        if zipfile.is_zipfile(file):
-            with zipfile.ZipFile(file) as archive:
-                inner = next((n for n in archive.namelist() if n.endswith("data.pkl")), None)
-                data = archive.read(inner) if inner else b""
-        else:
-            data = file.read_bytes()
         strings: list[str] = []
-        for op, arg, _ in pickletools.genops(data):
+        for op, arg, _ in pickletools.genops(_pickle_of(file)):
             name = None
             if op.name == "GLOBAL":
                 name = str(arg).replace(" ", ".")
@@ -231,6 +221,17 @@ def _pickled_class(file: Path) -> str | None:
     except Exception:  # noqa: BLE001 - not a pickle we can read: the caller says so
         return None
     return None
+
+
+def _pickle_of(file: Path) -> bytes:
+    """The pickle of a torch.save file: its zip's `data.pkl`, or the whole (legacy) file."""
+    import zipfile
+
+    if not zipfile.is_zipfile(file):
+        return file.read_bytes()
+    with zipfile.ZipFile(file) as archive:
+        inner = next((n for n in archive.namelist() if n.endswith("data.pkl")), None)
+        return archive.read(inner) if inner else b""
 
 
 def _first_line(err: Exception) -> str:

@@ -53,10 +53,15 @@ class Manifest:
                 raise ValueError(f"{key} {value!r} is not a count")
         if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise ValueError("sha256 is not 64 hex digits")
-        if metric is not None and (
-            not isinstance(metric, (int, float)) or isinstance(metric, bool)
-        ):
-            raise ValueError(f"metric {metric!r} is not a number")
-        if isinstance(metric, int) and abs(metric) > 1e308:  # float() would overflow
-            raise ValueError(f"metric {metric!r} is out of range")
-        return cls(name, step, size, sha, None if metric is None else float(metric))
+        return cls(name, step, size, sha, _metric(metric))
+
+
+def _metric(value: object) -> float | None:
+    """The monitored metric a marker records: None, or a number a float holds."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"metric {value!r} is not a number")
+    if isinstance(value, int) and abs(value) > 1e308:  # float() would overflow
+        raise ValueError(f"metric {value!r} is out of range")
+    return float(value)

@@ -104,17 +104,21 @@ def same_model(checkpoint: dict[str, Any], configured: dict[str, Any], what: str
     saved = checkpoint.get(RECORD_KEY)
     if not isinstance(saved, dict):
         return  # not written by litforge: the weights' names decide
-    for key in ("_target_", "net"):
-        old, new = saved.get(key), configured.get(key)
-        if key == "net":
-            old = old.get("_target_") if isinstance(old, dict) else None
-            new = new.get("_target_") if isinstance(new, dict) else None
+    for key, name in (("_target_", "model"), ("net", "model.net")):
+        old, new = _class_of(saved, key), _class_of(configured, key)
         if old != new:
-            name = "model" if key == "_target_" else "model.net"
             raise ConfigError(
                 f"{what} is a checkpoint of {name}={old}, but this run's {name} is {new}; "
                 "restore from a checkpoint of the same model"
             )
+
+
+def _class_of(model: dict[str, Any], key: str) -> Any:
+    """The model's `_target_` (key `_target_`), or its net's (key `net`; None without one)."""
+    value = model.get(key)
+    if key != "net":
+        return value
+    return value.get("_target_") if isinstance(value, dict) else None
 
 
 def load_weights(module: torch.nn.Module, restore: Restore) -> None:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from litforge import console
 from litforge.callbacks.epoch_log import epoch_scalars
 from litforge.checkpointing import checkpoint_file
+from litforge.checkpointing.start import own_what
 from litforge.checkpointing.store import MARKER_SUFFIX, CheckpointStore, Manifest, digest, remove
 from litforge.errors import ConfigError, LitforgeError
 
@@ -25,11 +26,21 @@ log = logging.getLogger("litforge")
 def newest_complete(
     store: CheckpointStore, staging_dir: Path, model: DictConfig, sharded: bool = False
 ) -> tuple[Path, str] | None:
-    """The newest checkpoint with a marker and intact bytes, as a local file, and its name;
-    it must load safely and come from the configured `model` (ConfigError otherwise).
+    """`newest_intact`, checked as a resume checks it: it must load safely and come from
+    the configured `model` (ConfigError otherwise)."""
+    found = newest_intact(store, staging_dir)
+    if found is not None:
+        what = own_what(str(store), found[1])
+        checkpoint_file.check_resumable(found[0], model, what, sharded)
+    return found
+
+
+def newest_intact(store: CheckpointStore, staging_dir: Path) -> tuple[Path, str] | None:
+    """The newest checkpoint with a marker and intact bytes, as a local file, and its name.
 
     Newer files without a marker, or whose size or sha256 disagree with it, are skipped
-    with a warning naming them. None when the directory holds no checkpoint at all.
+    with a warning naming them. None when the directory holds no checkpoint at all; a
+    ConfigError when it holds some but none is complete and intact.
     """
     names = store.names()
     if not names:
@@ -50,8 +61,6 @@ def newest_complete(
                 "skipping %s/%s: size or sha256 differs from its marker (corrupt)", store, name
             )
             continue
-        what = f"the checkpoint to resume, {store}/{name} (resume=never starts over),"
-        checkpoint_file.check_resumable(local, model, what, sharded)
         return local, name
     raise ConfigError(
         f"checkpoints exist at {store} ({', '.join(names)}) but none is complete and intact; "

@@ -19,8 +19,8 @@ from litforge.checkpointing.callback import StoreCheckpoint
 # The phases of a restart, in order, each from the end of the one before: the process's
 # start to the Trainer built (config composed and checked, the checkpoint to resume from
 # found and fetched), the DataModule set up, Lightning's restore of the checkpoint (and
-# the compile cache's fetch, compile_cache.py), the sanity check, and on to the first
-# training batch.
+# the compile cache's fetch at fit start, litforge.compile_cache), the sanity
+# check, and on to the first training batch.
 PHASES = ("start_to_trainer", "data_ready", "restore", "sanity_check",
           "to_first_step")  # fmt: skip
 

@@ -11,7 +11,7 @@ there go, whenever they changed, to `<checkpoint dir>/compile-cache/torch-<versi
 overwrites the first card's); a run unpacks its archive before the sanity check and the
 first step. The archive is code this machine will run (inductor imports its `.py` files):
 it is signed with a key the bucket does not hold and used only when the signature verifies
-(compile_cache_archive.py). torch's portable artifacts
+(archive.py). torch's portable artifacts
 (`torch.compiler.save_cache_artifacts`) were measured here first: loaded into an empty
 cache they saved no clear time on CPU, where a whole directory cut the first compiled step
 from 10-21 s to 2.7 s.
@@ -20,128 +20,82 @@ from 10-21 s to 2.7 s.
 from __future__ import annotations
 
 import os
-import platform
-import re
-import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import lightning as L
-import torch
-from omegaconf import DictConfig
 
 from litforge import console, run_record
-from litforge.checkpointing.compile_cache_archive import (
+from litforge.compile_cache.archive import (
     DEFAULT_MAX_BYTES,
     NO_KEY,
     SIGNATURE_SUFFIX,
     ArchiveRefused,
+    Store,
     fetch_verified,
     load_key,
     signature,
     unpack,
 )
-from litforge.checkpointing.store import CheckpointStore
-
-FOLDER = "compile-cache"
-# Locks and half-written files: never worth carrying, and a lock restored elsewhere blocks.
-_SKIP = re.compile(r"(\.lock$|\.tmp|^tmp)")
-
-Files = dict[str, tuple[int, int]]  # archive member name -> (size, mtime_ns)
-
-
-def local_roots() -> dict[str, Path]:
-    """The cache directories by their name in the archive."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    roots = {"inductor": Path(cache_dir())}
-    triton = os.environ.get("TRITON_CACHE_DIR")
-    if triton and not Path(triton).resolve().is_relative_to(roots["inductor"].resolve()):
-        roots["triton"] = Path(triton)
-    return roots
+from litforge.compile_cache.local_files import (
+    FOLDER,
+    Files,
+    archive_name,
+    local_roots,
+    lookups,
+    pack,
+    scan,
+)
 
 
-def archive_name(device: torch.device) -> str:
-    """This torch and card's archive, relative to the checkpoint directory."""
-    card = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
-    key = re.sub(r"[^A-Za-z0-9.+-]+", "_", f"torch-{torch.__version__}-{card}")
-    return f"{FOLDER}/{key}.tar"
+@runtime_checkable
+class SavesToAStore(Protocol):
+    """The run's checkpoint saver as the cache sees it: the store its checkpoints go to and
+    its local staging directory (litforge.checkpointing's `StoreCheckpoint`)."""
+
+    store: Store
+    staging_dir: Path
 
 
-def scan(roots: dict[str, Path]) -> Files:
-    """Every cache file under `roots`, by archive member name."""
-    found: Files = {}
-    for prefix, root in roots.items():
-        for path in root.rglob("*") if root.is_dir() else ():
-            if path.is_file() and not path.is_symlink() and not _SKIP.search(path.name):
-                stat = path.stat()
-                found[f"{prefix}/{path.relative_to(root).as_posix()}"] = (
-                    stat.st_size,
-                    stat.st_mtime_ns,
-                )
-    return found
-
-
-def pack(files: Files, roots: dict[str, Path], archive: Path) -> int:
-    """A tar of `files` at `archive`; returns its size in bytes."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w") as tar:
-        for member in sorted(files):
-            prefix, _, relative = member.partition("/")
-            path = roots[prefix] / relative
-            if path.is_file():  # inductor may have replaced it since the scan
-                tar.add(path, arcname=member, recursive=False)
-    return archive.stat().st_size
-
-
-def attach(cfg: DictConfig, store: CheckpointStore, staging_dir: Path) -> list[L.Callback]:
-    """The callback when the run compiles with inductor (the backend with on-disk caches)
-    and `compile.cache` is on, as it is by default. Its key is read here, before training:
-    a key file that cannot be read is one ConfigError."""
-    node = cfg.get("compile") or {}
-    wanted = node.get("enabled", False) and node.get("cache", True)
+def when_enabled(
+    settings: dict[str, Any] | None, checkpoint_dir: str | None, run_dir: str
+) -> CompileCache | None:
+    """conf/callbacks/compile_cache.yaml's target: the callback when the run compiles with
+    inductor (the backend with on-disk caches), `compile.cache` is on, as it is by default,
+    and checkpoints go somewhere (`checkpoint_dir`; None under checkpoint=none); no callback
+    otherwise. Its key is read here, before training: a key file that cannot be read is one
+    ConfigError."""
+    node = settings or {}
+    wanted = node.get("enabled", False) and node.get("cache", True) and checkpoint_dir
     if not wanted or node.get("backend", "inductor") != "inductor":
-        return []
+        return None
     key = load_key(node.get("cache_key_file"))
     limit = int(node.get("cache_max_bytes", DEFAULT_MAX_BYTES))
-    return [CompileCache(store, staging_dir, Path(cfg.run_dir), key=key, max_bytes=limit)]
-
-
-def lookups() -> dict[str, int]:
-    """This process's compile-cache hits and misses so far: inductor's FX graphs and
-    AOTAutograd's entries (torch's own counters)."""
-    from torch._dynamo.utils import counters
-
-    return {
-        f"{kind}_{outcome}": int(counters[group][f"{prefix}_{outcome}"])
-        for kind, group, prefix in (
-            ("fx_graph", "inductor", "fxgraph_cache"),
-            ("aot_autograd", "aot_autograd", "autograd_cache"),
-        )
-        for outcome in ("hit", "miss")
-    }
+    return CompileCache(run_dir=Path(run_dir), key=key, max_bytes=limit)
 
 
 class CompileCache(L.Callback):
-    """Fetch this card's compile cache at setup (each node's first process, the others
+    """Fetch this card's compile cache at fit start (each node's first process, the others
     wait); rank 0 uploads the files the run added after a checkpoint save, when they
-    changed, in the background. `key` signs and verifies the archive; without one nothing
-    is fetched or uploaded. `max_bytes` bounds the archive fetched and what it unpacks to."""
+    changed, in the background. `store` and `staging_dir` default to those of the run's
+    checkpoint saver, found among the Trainer's callbacks at fit start (none: the callback
+    does nothing). `key` signs and verifies the archive; without one nothing is fetched or
+    uploaded. `max_bytes` bounds the archive fetched and what it unpacks to."""
 
     def __init__(
         self,
-        store: CheckpointStore,
-        staging_dir: Path,
-        run_dir: Path | None,
+        store: Store | None = None,
+        staging_dir: Path | None = None,
+        run_dir: Path | None = None,
         key: bytes | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.store = store
+        self._store = store
         self._key = key  # never logged, never in a checkpoint (the callback has no state)
         self.max_bytes = max_bytes
-        self.staging_dir = Path(staging_dir)
+        self._staging_dir = None if staging_dir is None else Path(staging_dir)
         self.run_dir = run_dir
         self._roots: dict[str, Path] = {}
         self._before: Files = {}  # what the local caches held before this run
@@ -150,8 +104,10 @@ class CompileCache(L.Callback):
         self._name = ""
         self._record: dict[str, Any] = {}  # for run.json: what was fetched, and how fast
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if stage != "fit":
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # At fit start, after Lightning's restore and before the sanity check and the first
+        # step: run.json's restart phases count the fetch in `restore`, as they always did.
+        if not self._beside_checkpoints(trainer):
             return
         if trainer.local_rank == 0 and self._key is None:
             console.info(NO_KEY)
@@ -168,14 +124,23 @@ class CompileCache(L.Callback):
         if self._roots:
             self._uploaded = self._ours()  # a resumed run that compiles nothing new uploads nothing
 
+    def _beside_checkpoints(self, trainer: L.Trainer) -> bool:
+        """Take the store and staging directory of the run's checkpoint saver unless given;
+        False when there is none (checkpoints off: nowhere to keep the cache)."""
+        if self._store is None:
+            saver = next((c for c in trainer.callbacks if isinstance(c, SavesToAStore)), None)  # type: ignore[attr-defined]
+            self._store = None if saver is None else saver.store
+            self._staging_dir = None if saver is None else Path(saver.staging_dir)
+        return self._store is not None and self._staging_dir is not None
+
     def _fetch(self) -> dict[str, Any]:
         started = time.perf_counter()
-        record: dict[str, Any] = {"archive": f"{self.store}/{self._name}", "fetched_files": 0}
-        local = self.staging_dir / f"{FOLDER}-{os.getpid()}.tar"
+        record: dict[str, Any] = {"archive": f"{self._store}/{self._name}", "fetched_files": 0}
+        local = self._staging_dir / f"{FOLDER}-{os.getpid()}.tar"
         local.parent.mkdir(parents=True, exist_ok=True)
         assert self._key is not None
         try:
-            fetch_verified(self.store, self._name, self._key, local, self.max_bytes)
+            fetch_verified(self._store, self._name, self._key, local, self.max_bytes)
         except FileNotFoundError:
             local.unlink(missing_ok=True)
             console.info("compile cache: none at %s yet (this run compiles and saves one)",
@@ -219,7 +184,7 @@ class CompileCache(L.Callback):
         ours = self._ours()
         if not ours or ours == self._uploaded:
             return
-        archive = self.staging_dir / f"{FOLDER}-upload.tar"
+        archive = self._staging_dir / f"{FOLDER}-upload.tar"
         size = pack(ours, self._roots, archive)
         assert self._key is not None  # no key: no roots, nothing to upload
         signed = signature(self._key, self._name, archive)
@@ -231,25 +196,25 @@ class CompileCache(L.Callback):
         self._upload.start()
 
     def _send(self, archive: Path, signed: str, size: int, step: int) -> None:
-        target = self.store.path(self._name)
+        target = self._store.path(self._name)
         # The archive, then its signature: a fetch in between finds them apart, which costs
         # one compile, never an unverified file.
         try:
-            if self.store.is_local:  # whole or absent: a rename after the copy
-                self.store.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-                self.store.fs.put_file(str(archive), target + ".partial")
-                self.store.fs.mv(target + ".partial", target)
-                self.store.fs.pipe_file(target + SIGNATURE_SUFFIX + ".partial", signed.encode())
-                self.store.fs.mv(target + SIGNATURE_SUFFIX + ".partial", target + SIGNATURE_SUFFIX)
+            if self._store.is_local:  # whole or absent: a rename after the copy
+                self._store.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+                self._store.fs.put_file(str(archive), target + ".partial")
+                self._store.fs.mv(target + ".partial", target)
+                self._store.fs.pipe_file(target + SIGNATURE_SUFFIX + ".partial", signed.encode())
+                self._store.fs.mv(target + SIGNATURE_SUFFIX + ".partial", target + SIGNATURE_SUFFIX)
             else:  # an object store's upload is whole or absent already
-                self.store.fs.put_file(str(archive), target)
-                self.store.fs.pipe_file(target + SIGNATURE_SUFFIX, signed.encode())
+                self._store.fs.put_file(str(archive), target)
+                self._store.fs.pipe_file(target + SIGNATURE_SUFFIX, signed.encode())
             console.info("compile cache: %.1f MB saved to %s/%s at step %d", size / 2**20,
-                         self.store, self._name, step)  # fmt: skip
+                         self._store, self._name, step)  # fmt: skip
         except Exception as err:  # noqa: BLE001 - an optimisation: a failure only costs time
             self._uploaded = {}  # the next save tries again
             console.warn("compile cache: upload to %s/%s failed (%s: %s); the next "
-                         "checkpoint tries again", self.store, self._name,
+                         "checkpoint tries again", self._store, self._name,
                          type(err).__name__, err)  # fmt: skip
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -260,4 +225,4 @@ class CompileCache(L.Callback):
         # A bounded wait (a spot notice leaves seconds): the upload thread is a daemon, and
         # an archive cut short is never read (the store's put is whole or absent).
         if self._upload is not None:
-            self._upload.join(self.store.timeout_s or 30.0)
+            self._upload.join(self._store.timeout_s or 30.0)

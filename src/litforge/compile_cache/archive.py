@@ -19,8 +19,8 @@ import os
 import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
 
-from litforge.checkpointing.store import CheckpointStore
 from litforge.errors import ConfigError, LitforgeError
 
 KEY_ENV = "LITFORGE_COMPILE_CACHE_KEY"
@@ -31,6 +31,22 @@ _SCHEME = "litforge-compile-cache-hmac-sha256-v1"
 _MAX_SIGNATURE_BYTES = 512
 _CHUNK = 2**20
 PLAIN_FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)  # not sparse, links or devices
+
+
+class Store(Protocol):
+    """Where the archives go: the run's checkpoint store (litforge.checkpointing's
+    `CheckpointStore`), named as a URL with its credentials cut by `str()`."""
+
+    @property
+    def fs(self) -> Any: ...  # its fsspec filesystem
+
+    @property
+    def is_local(self) -> bool: ...
+
+    @property
+    def timeout_s(self) -> float | None: ...
+
+    def path(self, name: str) -> str: ...
 
 
 class ArchiveRefused(LitforgeError):
@@ -80,7 +96,7 @@ def signature(key: bytes, name: str, archive: Path) -> str:
     return f"{_SCHEME} {mac.hexdigest()}\n"
 
 
-def _read_bounded(store: CheckpointStore, name: str, local: Path, limit: int) -> None:
+def _read_bounded(store: Store, name: str, local: Path, limit: int) -> None:
     """Download `name` to `local`, refusing it past `limit` bytes: by its listed size
     first, and counted while it streams (a listing can be stale)."""
     where = f"{store}/{name}"
@@ -96,9 +112,7 @@ def _read_bounded(store: CheckpointStore, name: str, local: Path, limit: int) ->
             target.write(chunk)
 
 
-def fetch_verified(
-    store: CheckpointStore, name: str, key: bytes, local: Path, max_bytes: int
-) -> None:
+def fetch_verified(store: Store, name: str, key: bytes, local: Path, max_bytes: int) -> None:
     """`name` from `store` at `local`, only when its signature verifies with `key`.
 
     FileNotFoundError: there is no archive. ArchiveRefused: one line naming the archive
