@@ -42,6 +42,7 @@ LAYERS = {
         "optim",
         "datamodule_facts",
         "compiling",
+        "compile_cache",  # attaches as a callback; finds the saver by what it holds
         "conf",
         "callbacks",
         "models",

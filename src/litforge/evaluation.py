@@ -12,6 +12,7 @@ from omegaconf import DictConfig, open_dict
 from litforge import build, checkpointing, console, hooks, run_record
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
+from litforge.evaluation_settings import InferenceSettings, SampleSettings
 from litforge.precision import on_cuda
 from litforge.validation.checks import check_config
 
@@ -19,20 +20,20 @@ from litforge.validation.checks import check_config
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test `cfg.ckpt_path` (a local file or any fsspec URL) with the configured model."""
     check_config(cfg)
-    inference = cfg.get("inference") or {}
+    inference = InferenceSettings.of(cfg)
     names = None
-    if inference.get("precisions"):
+    if inference.precisions:
         from litforge.precision_checks.inference_ab import compare
 
         names = compare.check_precisions(list(inference.precisions))
-    threshold = _threshold(inference.get("threshold", 0.01))
     if cfg.get("ckpt_path") is None:
         raise ConfigError("ckpt_path is required: python eval.py ckpt_path=FILE_OR_URL")
     run_dir = Path(cfg.run_dir)
     module = build.build_module(cfg)
     datamodule = build.build_datamodule(cfg)
     checkpointing.load_weights(module, cfg.model, str(cfg.ckpt_path), run_dir / "downloaded")
-    if cfg.sample.prompt is not None and not (
+    sampling = SampleSettings.of(cfg)
+    if sampling.prompt is not None and not (
         isinstance(module, hooks.SamplesText) and isinstance(datamodule, hooks.DecodesText)
     ):
         raise ConfigError(
@@ -41,7 +42,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         )
     if names:
         run_record.write_start(run_dir, cfg)
-        return compare_precisions(cfg, datamodule, names, threshold)
+        return compare_precisions(cfg, datamodule, names, inference.threshold)
     run_record.write_start(run_dir, cfg)
 
     trainer = build.build_trainer(cfg, datamodule=datamodule, enable_checkpointing=False)
@@ -53,8 +54,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         precision_effective=build.effective_precision(trainer),
     )
     run_record.write_metrics(run_dir, metrics)
-    if trainer.is_global_zero and cfg.sample.prompt is not None:
-        sample(module, datamodule, cfg.sample, run_dir)
+    if trainer.is_global_zero and sampling.prompt is not None:
+        sample(module, datamodule, sampling, run_dir)
     return metrics
 
 
@@ -102,14 +103,7 @@ def compare_precisions(
     return found
 
 
-def _threshold(value: Any) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not 0 < value < 1:
-        raise ConfigError(f"inference.threshold={value!r} must be a share in (0, 1), e.g. 0.01")
-    return float(value)
-
-
-def sample(module: Any, datamodule: Any, opts: DictConfig, run_dir: Path) -> str:
+def sample(module: Any, datamodule: Any, opts: SampleSettings, run_dir: Path) -> str:
     """Continue opts.prompt with the model; printed and saved as run_dir/sample.txt."""
     prompt = datamodule.encode(opts.prompt).long()
     ids = module.sample(prompt, opts.max_new_tokens, opts.temperature, opts.top_k)
