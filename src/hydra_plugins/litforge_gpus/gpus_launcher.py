@@ -19,20 +19,18 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 # For any other Hydra app. litforge's own apps (the same test as litforge_conf's search path)
-# get the documented YAML, hydra/launcher/gpus.yaml in pkg://litforge.conf, with the same
-# defaults: both under one name would make Hydra match the YAML against this node as a
-# schema, with a deprecation warning.
+# get the documented YAML, hydra/launcher/gpus.yaml in pkg://litforge.conf, generated from
+# the same schema: both under one name would make Hydra match the YAML against this node as
+# a schema, with a deprecation warning.
 if "litforge.cli" not in sys.modules:
+    from litforge.sweeps.pool.settings import LauncherSettings  # the schema alone: no torch
+
     ConfigStore.instance().store(
         group="hydra/launcher",
         name="gpus",
         provider="litforge",
-        node={
-            "_target_": "hydra_plugins.litforge_gpus.gpus_launcher.GpusLauncher",
-            "devices": "auto", "per_device": 1, "margin": 0.1, "stagger_s": 2.0,
-            "kill_after_s": 60.0, "share_devices": False, "lease_dir": "/tmp/litforge-devices",
-        },
-    )  # fmt: skip
+        node={"_target_": LauncherSettings.TARGET, **LauncherSettings.defaults()},
+    )
 
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -55,7 +53,8 @@ class _OneLineReturn(JobReturn):
 
 
 class GpusLauncher(Launcher):
-    """The keys are those of conf/hydra/launcher/gpus.yaml (documented there)."""
+    """The keys are litforge.sweeps.pool.settings.LauncherSettings' (documented there and in
+    conf/hydra/launcher/gpus.yaml)."""
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings

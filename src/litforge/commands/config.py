@@ -39,15 +39,33 @@ def _comment(text: str, indent: str) -> list[str]:
     return [f"{indent}# {line}" for line in textwrap.wrap(text, 96 - len(indent))]
 
 
+def _node_name(schema: type[Settings]) -> str:
+    """The node a schema's file nests its keys under ("" for none): NODE, else the GROUP
+    unless the file's place in conf/ is the group (checkpoint/default.yaml)."""
+    if schema.NODE is not None:
+        return schema.NODE
+    in_place = (schema.GROUP_FILE or "").startswith(schema.GROUP + "/")
+    return "" if not schema.GROUP or in_place else schema.GROUP
+
+
+def _opening(schema: type[Settings]) -> list[str]:
+    """HEADER's lines as they are written, else the docstring wrapped."""
+    if schema.HEADER is None:
+        return _comment(" ".join((schema.__doc__ or "").split()), "")
+    return [f"# {line}".rstrip() for line in schema.HEADER.strip("\n").splitlines()]
+
+
 def group_yaml(schemas: list[type[Settings]]) -> str:
     """One generated YAML file: each schema's node, each key under its doc."""
     lines: list[str] = []
     for schema in schemas:
-        nested = bool(schema.GROUP) and not (schema.GROUP_FILE or "").startswith(schema.GROUP + "/")
-        indent = "  " if nested else ""
-        lines += _comment(" ".join((schema.__doc__ or "").split()), "")
-        if nested:
-            lines.append(f"{schema.GROUP}:")
+        node = _node_name(schema)
+        indent = "  " if node else ""
+        lines += _opening(schema)
+        if node:
+            lines.append(f"{node}:")
+        if schema.TARGET is not None:
+            lines.append(f"{indent}_target_: {schema.TARGET}")
         for info in schema.infos():
             name = info.name.removeprefix(f"{schema.GROUP}.") if schema.GROUP else info.name
             lines += _comment(f"{info.doc} [{info.type}]", indent)
@@ -80,8 +98,9 @@ def reference() -> str:
     ]
     for schema in all_schemas():
         where = f"`{schema.GROUP_FILE}`" if schema.GROUP_FILE else "the option or experiment picked"
+        built = f"The keyword arguments of `{schema.TARGET}`. " if schema.TARGET else ""
         lines += [f"## {schema.TITLE}", "", " ".join((schema.__doc__ or "").split()),
-                  f"Defaults from {where}.", ""]  # fmt: skip
+                  f"{built}Defaults from {where}.", ""]  # fmt: skip
         lines += ["| key | valid | default | what it does |", "|---|---|---|---|"]
         for info in schema.infos():
             cells = (f"`{info.name}`", info.type, f"`{scalar(info.default)}`", info.doc)

@@ -1,6 +1,7 @@
 """The memory budget at the start of fit, a stop when it cannot fit, and a GPU check.
 
-conf/callbacks/memory_budget.yaml; the figures are `python -m litforge.budget`'s.
+Settings: memory_budget_settings.py (conf/callbacks/memory_budget.yaml is generated from
+it); the figures are `python -m litforge.budget`'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from litforge import console
 from litforge.checkpointing.model_record import model_config
 from litforge.errors import ConfigError
 from litforge.launch.fsdp import is_sharded
+from litforge.launch.settings import ProcessSettings
 from litforge.monitors import out_of_memory as oom
+from litforge.monitors.memory_budget_settings import MemoryBudgetSettings
 from litforge.planning.budget import report
 from litforge.planning.budget.estimate import device_limit, subject_of
 from litforge.planning.budget.failure import describe
 from litforge.planning.budget.measure import Row
 from litforge.planning.hardware import available_ram
-from litforge.settings.rules import Bool, Int
 
-KEY = "callbacks.memory_budget"
+KEY = MemoryBudgetSettings.GROUP
 log = logging.getLogger(__name__)
 
 
@@ -55,27 +57,29 @@ class MemoryBudget(L.Callback):
 
     def __init__(
         self,
-        device_memory: str | int | None = None,
-        enforce: bool = True,
-        compare_after_steps: int = 3,
-        oversubscribe: bool = False,
-        snapshot: bool = False,
+        device_memory: str | int | None = MemoryBudgetSettings.device_memory,
+        enforce: bool = MemoryBudgetSettings.enforce,
+        compare_after_steps: int = MemoryBudgetSettings.compare_after_steps,
+        # The schema's default is `${processes.oversubscribe}`, which only Hydra resolves:
+        # outside it, the value that interpolation has by default.
+        oversubscribe: bool = ProcessSettings.oversubscribe,
+        snapshot: bool = MemoryBudgetSettings.snapshot,
     ) -> None:
-        if device_memory is not None:  # parsed now: a typo fails before anything runs
+        if device_memory is not None:  # parsed now: its error names the forms a size takes
             device_limit(torch.device("cpu"), device_memory, f"{KEY}.device_memory")
-        for name, value, rule in (
-            ("enforce", enforce, Bool()),
-            ("compare_after_steps", compare_after_steps, Int(1)),
-            ("snapshot", snapshot, Bool()),
-        ):
-            if (reason := rule.problem(value)) is not None:
-                raise ConfigError(f"{KEY}.{name}={value!r} is invalid; {reason}")
-        self.device_memory = device_memory
-        self.enforce = enforce
-        self.compare_after_steps = compare_after_steps
+        settings = MemoryBudgetSettings.checked(  # a bad value: one line naming its key
+            device_memory=device_memory,
+            enforce=enforce,
+            compare_after_steps=compare_after_steps,
+            oversubscribe=oversubscribe,
+            snapshot=snapshot,
+        )
+        self.device_memory = settings.device_memory
+        self.enforce = settings.enforce
+        self.compare_after_steps = settings.compare_after_steps
         self._comparing = False  # on_train_start: CUDA, rank 0 and an estimate
-        self.oversubscribe = oversubscribe
-        self.snapshot = snapshot
+        self.oversubscribe = settings.oversubscribe
+        self.snapshot = settings.snapshot
         self.estimate: Row | None = None  # rank 0's, once fit has set up
         self.subject: Any = None  # what it was measured on, for the options
         self.limit = report.Limit(None, "CPU (no limit)")

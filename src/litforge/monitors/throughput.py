@@ -29,7 +29,6 @@ until `callbacks.throughput.available_flops` names its peak.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -39,13 +38,13 @@ from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.utilities.data import extract_batch_size
 
 from litforge import console
-from litforge.errors import ConfigError
 from litforge.monitors.data_wait import DataWait
+from litforge.monitors.throughput_settings import ThroughputSettings
 from litforge.planning.flops import first_tensor, measure_or_warn, token_count
 from litforge.planning.hardware import GIB, find_card, peak_dtype
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
-KEY = "callbacks.throughput"
+KEY = ThroughputSettings.GROUP
 
 
 class ThroughputMFU(L.Callback):
@@ -58,25 +57,20 @@ class ThroughputMFU(L.Callback):
 
     def __init__(
         self,
-        available_flops: float | None = None,
-        window_size: int = 3,
-        data_wait_warn: float = 0.25,
+        available_flops: float | None = ThroughputSettings.available_flops,
+        window_size: int = ThroughputSettings.window_size,
+        data_wait_warn: float = ThroughputSettings.data_wait_warn,
     ) -> None:
-        self.available_flops = _check_flops(available_flops)
-        ok = isinstance(data_wait_warn, (int, float)) and not isinstance(data_wait_warn, bool)
-        if not ok or not 0 < data_wait_warn <= 1:
-            raise ConfigError(
-                f"{KEY}.data_wait_warn={data_wait_warn!r} must be a share of step time in "
-                "(0, 1] (1: never warn)"
-            )
-        self.data_wait_warn = float(data_wait_warn)
+        settings = ThroughputSettings.checked(  # a bad value: one line naming its key
+            available_flops=available_flops,
+            window_size=window_size,
+            data_wait_warn=data_wait_warn,
+        )
+        flops = settings.available_flops
+        self.available_flops = None if flops is None else float(flops)
+        self.data_wait_warn = float(settings.data_wait_warn)
         self._wait: DataWait | None = None
-        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 2:
-            raise ConfigError(
-                f"{KEY}.window_size={window_size!r} must be an integer >= 2 "
-                "(logging points the rates average over)"
-            )
-        self.window_size = window_size
+        self.window_size = settings.window_size
         self.flops_per_batch: int | None = None  # model FLOPs of the first batch, once measured
         self.hardware_flops_per_batch: int | None = None  # with recomputation, if any
         self._device = torch.device("cpu")
@@ -211,18 +205,6 @@ class ThroughputMFU(L.Callback):
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
         return time.perf_counter()
-
-
-def _check_flops(value: Any) -> float | None:
-    if value is None:
-        return None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0:
-        raise ConfigError(
-            f"{KEY}.available_flops={value!r} must be a number of FLOP/s per device >= 0 "
-            "(e.g. 989.4e12), 0 to log no MFU, or null to use litforge.planning.hardware's table"
-        )
-    return float(value)
 
 
 def resolve_available_flops(

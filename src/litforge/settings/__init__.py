@@ -9,6 +9,9 @@ tests fail when either is stale, and when code gives a litforge key a second def
 Dataclasses, not Hydra structured configs: those check types only, during composition, with
 Hydra's multi-line errors, and would refuse the keys a user adds (`+checkpoint.x`); here the
 rules run before anything is built, each a one-line error (litforge.validation.checks).
+A node that builds an object (a callback's, the launcher's `_target_`) is that object's
+keyword arguments: its class takes its defaults from the schema and checks what it is
+given with `checked`, as it is built.
 """
 
 from __future__ import annotations
@@ -37,13 +40,24 @@ SCHEMAS = (
     "litforge.evaluation_settings:SampleSettings",
     "litforge.evaluation_settings:InferenceSettings",
     "litforge.precision_checks.training_ab.settings:PrecisionABSettings",
+    "litforge.monitors.numerics.settings:NumericsSettings",
+    "litforge.monitors.memory_budget_settings:MemoryBudgetSettings",
+    "litforge.monitors.throughput_settings:ThroughputSettings",
+    "litforge.sweeps.pool.settings:LauncherSettings",
 )
 
 
-def key(default: Any, rule: Rule, doc: str, name: str | None = None) -> Any:
+# The one line a refused value gets, unless its field words its own (`key(error=...)`).
+REFUSED = "{key}={value!r} is invalid; {reason}"
+
+
+def key(
+    default: Any, rule: Rule, doc: str, name: str | None = None, error: str | None = None
+) -> Any:
     """A schema field: its default, the rule its value must pass, and its one-line doc;
-    `name` where the config key is not a Python name (`restore.from`)."""
-    meta = {"rule": rule, "doc": doc, "key": name}
+    `name` where the config key is not a Python name (`restore.from`); `error` where the
+    refusal says more than the rule's words (a format of key, value, reason and default)."""
+    meta = {"rule": rule, "doc": doc, "key": name, "error": error}
     if isinstance(default, (dict, list)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -66,11 +80,19 @@ S = TypeVar("S", bound="Settings")
 class Settings:
     """Base of a group's schema. GROUP is the dotted node the keys live under ("" for
     top-level keys); GROUP_FILE the YAML (under litforge/conf/) generated from it, or None
-    when the schema's keys ride in another file (an option of a group sets them)."""
+    when the schema's keys ride in another file (an option of a group sets them).
+
+    For a node that builds an object: TARGET, its `_target_` (written first), whose keyword
+    arguments the keys are. NODE: the name GROUP_FILE nests the keys under (`numerics` in
+    callbacks/numerics.yaml; "" for none), where the file's place in conf/ does not say it.
+    HEADER: the file's opening comment in place of the docstring, lines kept as written."""
 
     GROUP: ClassVar[str] = ""
     TITLE: ClassVar[str] = ""
     GROUP_FILE: ClassVar[str | None] = None
+    TARGET: ClassVar[str | None] = None
+    NODE: ClassVar[str | None] = None
+    HEADER: ClassVar[str | None] = None
 
     @classmethod
     def infos(cls) -> Iterator[KeyInfo]:
@@ -85,6 +107,11 @@ class Settings:
 
     @classmethod
     def rules(cls) -> dict[str, Rule]:
+        """The rules checked before anything is built (litforge.validation.schema). None for
+        a TARGET's node: its object checks them as it is built, each in its own words, and a
+        user's own `_target_` there takes other arguments."""
+        if cls.TARGET is not None:
+            return {}
         return {cls.dotted(_name(f)): f.metadata["rule"] for f in dataclasses.fields(cls)}
 
     @classmethod
@@ -97,16 +124,25 @@ class Settings:
         """The typed settings of a composed config (DictConfig or dict): each value checked
         by its rule (one line naming the key and what is valid), a missing key its default."""
         node = _node(cfg, cls.GROUP)
-        values: dict[str, Any] = {}
-        for field in dataclasses.fields(cls):
-            name = _name(field)
-            if node is not None and name in node:
-                value = _plain(node[name])
-                reason = field.metadata["rule"].problem(value)
-                if reason is not None:
-                    raise ConfigError(f"{cls.dotted(name)}={value!r} is invalid; {reason}")
-                values[field.name] = value
-        return cls(**values)
+        return cls.checked(**{f.name: node[_name(f)] for f in dataclasses.fields(cls)
+                              if node is not None and _name(f) in node})  # fmt: skip
+
+    @classmethod
+    def checked(cls: type[S], **values: Any) -> S:
+        """The typed settings of `values` (by field name; a missing one its default), each
+        checked by its rule: a refused one is a ConfigError, one line naming the key."""
+        fields = [f for f in dataclasses.fields(cls) if f.name in values]
+        if unknown := set(values) - {f.name for f in fields}:
+            raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+        plain: dict[str, Any] = {}
+        for field in fields:  # in the schema's order: the first bad key is the one named
+            value = plain[field.name] = _plain(values[field.name])
+            reason = field.metadata["rule"].problem(value)
+            if reason is not None:
+                said = field.metadata["error"] or REFUSED
+                raise ConfigError(said.format(key=cls.dotted(_name(field)), value=value,
+                                              reason=reason, default=_default(field)))  # fmt: skip
+        return cls(**plain)
 
 
 def _name(field: dataclasses.Field) -> str:
@@ -142,6 +178,10 @@ def all_schemas() -> list[type[Settings]]:
         try:
             found.append(getattr(importlib.import_module(module), name))
         except ModuleNotFoundError as err:  # a deleted optional capability
-            if not (err.name or "").startswith(module.rsplit(".", 1)[0]):
+            missing = err.name or ""
+            # the schema's module, a package above it (litforge.monitors for
+            # litforge.monitors.numerics.settings), or a module beside it
+            if not (f"{module}.".startswith(f"{missing}.")
+                    or missing.startswith(module.rsplit(".", 1)[0])):  # fmt: skip
                 raise
     return found

@@ -25,7 +25,6 @@ import lightning as L
 import torch
 
 from litforge import console
-from litforge.errors import ConfigError
 from litforge.monitors.numerics.probes import (
     ActivationPeaks,
     HostRing,
@@ -33,12 +32,11 @@ from litforge.monitors.numerics.probes import (
     vanishing_eps,
 )
 from litforge.monitors.numerics.report import Fault, activation_table, block, what
+from litforge.monitors.numerics.settings import POLICIES, NumericsSettings
 from litforge.monitors.numerics.stop import NumericsFault, fail_if_weights_broken, stop
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
-
-POLICIES = ("warn", "skip", "stop")
 
 
 class NumericsWatch(L.Callback):
@@ -49,28 +47,21 @@ class NumericsWatch(L.Callback):
 
     def __init__(
         self,
-        policy: str = "stop",
-        max_skipped_in_row: int = 20,
-        min_loss_scale: float = 1.0,
-        activations: bool = False,
+        policy: str = NumericsSettings.policy,
+        max_skipped_in_row: int = NumericsSettings.max_skipped_in_row,
+        min_loss_scale: float = NumericsSettings.min_loss_scale,
+        activations: bool = NumericsSettings.activations,
     ) -> None:
-        key = "callbacks.numerics"
-        if policy not in POLICIES:
-            raise ConfigError(f"{key}.policy={policy!r} is not one of: {', '.join(POLICIES)}")
-        if type(max_skipped_in_row) is not int or max_skipped_in_row < 1:
-            raise ConfigError(
-                f"{key}.max_skipped_in_row={max_skipped_in_row!r} must be an integer >= 1"
-            )
-        if type(min_loss_scale) not in (int, float) or not min_loss_scale >= 0:
-            raise ConfigError(
-                f"{key}.min_loss_scale={min_loss_scale!r} must be a number >= 0 (0: never)"
-            )
-        if not isinstance(activations, bool):
-            raise ConfigError(f"{key}.activations={activations!r} must be true or false")
-        self.policy = policy
-        self.max_skipped_in_row = max_skipped_in_row
-        self.min_loss_scale = float(min_loss_scale)
-        self.activations = activations
+        settings = NumericsSettings.checked(  # a bad value: one line naming its key
+            policy=policy,
+            max_skipped_in_row=max_skipped_in_row,
+            min_loss_scale=min_loss_scale,
+            activations=activations,
+        )
+        self.policy = settings.policy
+        self.max_skipped_in_row = settings.max_skipped_in_row
+        self.min_loss_scale = float(settings.min_loss_scale)
+        self.activations = settings.activations
         self._peaks: ActivationPeaks | None = None
 
     # -- per step -----------------------------------------------------------------------------

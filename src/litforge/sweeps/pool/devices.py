@@ -10,10 +10,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from litforge.errors import ConfigError
 from litforge.run_record import TRIAL_DEVICE_UUIDS_ENV, TRIAL_DEVICES_ENV
+from litforge.sweeps.pool.settings import LauncherSettings
 
 log = logging.getLogger("litforge")
 
@@ -29,23 +28,11 @@ def visible_gpus() -> int:
 
 def device_ids(setting: Any) -> list[int] | None:
     """hydra.launcher.devices as a list of ids, None for auto (which ids are visible is
-    checked at launch); one line for any other form."""
-    if setting in (None, "auto"):
+    checked at launch); one line for any other form (LauncherSettings' rule)."""
+    ids = LauncherSettings.checked(devices=setting).devices
+    if ids in (None, "auto"):
         return None
-    ids = OmegaConf.to_container(setting) if OmegaConf.is_list(setting) else setting
-    if isinstance(ids, int) and not isinstance(ids, bool):
-        ids = [ids]
-    if (
-        not isinstance(ids, list)
-        or not ids
-        or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids)
-        or len(set(ids)) != len(ids)
-    ):
-        raise ConfigError(
-            f"hydra.launcher.devices={setting}: give auto (every visible GPU) or a list of "
-            "distinct device ids >= 0, e.g. [0,1,2,3]"
-        )
-    return ids
+    return [ids] if isinstance(ids, int) else list(ids)
 
 
 def resolve(setting: Any, visible: int) -> list[int]:

@@ -3,8 +3,8 @@ this sweep, and leased from the machine's other sweeps), staggered; pass the swe
 signals on to the running trials and kill what outlives the grace period; collect every
 outcome.
 
-Settings (hydra.launcher.*): `settings.py` checks them, conf/hydra/launcher/gpus.yaml
-documents them.
+Settings (hydra.launcher.*): `settings.py` declares and checks them
+(conf/hydra/launcher/gpus.yaml is generated from it).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def launch(
     entry: list[str] | None = None,
 ) -> list[JobReturn]:
     """Run every job (all checked before the first starts); their returns in job order."""
-    settings.check(config)
+    given = settings.check(config)
     visible = pool_devices.visible_gpus()
-    ids = pool_devices.resolve(settings.get(config, "devices"), visible)
+    ids = pool_devices.resolve(given.devices, visible)
     sweep_dir = Path(str(master.hydra.sweep.dir)).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     jobs = [
@@ -64,21 +64,21 @@ def launch(
             )
     cards = pool_devices.probe(visible)
     capacity, costs = packing.plan(
-        settings.get(config, "per_device"), float(settings.get(config, "margin")),
+        given.per_device, float(given.margin),
         [j.config for j in jobs], ids, cards,
     )  # fmt: skip
     # On CPU (one trial process or rank per listed device at once) the trials split the
     # cores instead of each taking all of them.
     threads = None if visible else max(1, _cores() // len(ids))
     leases = None
-    if settings.get(config, "share_devices"):
+    if given.share_devices:
         log.info("hydra.launcher.share_devices=true: this sweep's trials may share a device "
                  "with another sweep's on this machine")  # fmt: skip
     else:
-        leases = Leases(Path(str(settings.get(config, "lease_dir"))))
+        leases = Leases(Path(str(given.lease_dir)))
     pool = _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir)
-    pool.stagger_s = float(settings.get(config, "stagger_s"))
-    pool.kill_after_s = float(settings.get(config, "kill_after_s"))
+    pool.stagger_s = float(given.stagger_s)
+    pool.kill_after_s = float(given.kill_after_s)
     pool.leases, pool.entry = leases, entry
     return pool.run()
 
@@ -94,7 +94,7 @@ class _Pool:
                  cards: pool_devices.Cards, threads: int | None, sweep_dir: Path) -> None:  # fmt: skip
         self.jobs, self.costs, self.capacity, self.cards = jobs, costs, capacity, cards
         self.threads, self.sweep_dir = threads, sweep_dir
-        self.stagger_s, self.kill_after_s = 0.0, settings.DEFAULTS["kill_after_s"]
+        self.stagger_s, self.kill_after_s = 0.0, settings.LauncherSettings.kill_after_s
         self.leases: Leases | None = None
         self.entry: list[str] | None = None
         self.returns: dict[int, JobReturn] = {}

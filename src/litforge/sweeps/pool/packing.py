@@ -25,19 +25,6 @@ GIB = 1024**3
 CONTEXT_BYTES = GIB // 2
 
 
-def check(per_device: Any, margin: Any) -> None:
-    if per_device != 1 and per_device != "auto" or isinstance(per_device, bool):
-        raise ConfigError(
-            f"hydra.launcher.per_device={per_device}: give 1 (one trial per device) or auto "
-            "(as many as the memory budget fits)"
-        )
-    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
-        raise ConfigError(
-            f"hydra.launcher.margin={margin}: give the share of usable memory kept free, "
-            "a number from 0 to below 1 (default 0.1)"
-        )
-
-
 def plan(
     per_device: Any, margin: float, configs: Sequence[DictConfig], ids: list[int], cards: Cards
 ) -> tuple[dict[int, float], list[float]]:
