@@ -213,12 +213,21 @@ def build_trainer(
     precision's float32 matmul precision and, for 16-mixed on CUDA, its GradScaler.
     `datamodule` decides `use_distributed_sampler: null` (see conf/trainer/default.yaml)
     and is what the callbacks' `check_before_fit` look at; a training run's `checkpoints`
-    (litforge.checkpointing.configure's) keep the tracked runs' ids beside them."""
+    (litforge.checkpointing.configure's) keep the tracked runs' ids beside them.
+
+    `cfg.trainer` becomes the Trainer's arguments here. launch.processes is handed the
+    process arguments (accelerator, devices, num_nodes, strategy) and no others; the
+    precision's settings come from litforge.precision (tests/test_trainer_road.py traces
+    the modules each value passes)."""
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
     if kwargs.get("use_distributed_sampler") is None:
         kwargs["use_distributed_sampler"] = not getattr(datamodule, "shards_itself", False)
-    processes.prepare(cfg, kwargs)  # how many processes, how they meet and end
+    # How many processes, how they meet and end: launch gets those arguments, no others.
+    shape = {key: kwargs[key] for key in processes.KEYS if key in kwargs}
+    processes.prepare(shape, cfg.get("processes") or {})
+    kwargs.update(shape)
+    requested = str(kwargs.get("precision", "32-true"))
     apply_matmul_precision(cfg)
     plugin = scaler_plugin(cfg, str(kwargs.get("accelerator", "auto")))
     if plugin is not None:  # 16-mixed on CUDA: our GradScaler settings
@@ -244,7 +253,6 @@ def build_trainer(
         warnings.filterwarnings("ignore", message=LIGHTNING_CPU_FP16_WARNING)
         trainer = L.Trainer(**kwargs, callbacks=callbacks, logger=loggers or False)
     console.info("built trainer <%s> (%s)", _class_name(trainer), _shape(trainer))
-    requested = str(cfg.trainer.precision)
     check_hardware(requested, on_gpu=isinstance(trainer.accelerator, CUDAAccelerator))
     note = explain(requested, effective_precision(trainer))
     if note:

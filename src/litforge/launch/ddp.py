@@ -1,8 +1,9 @@
 """Lightning's DDP strategy with a bounded rendezvous, elastic restarts and a clean end
 (the rendezvous part, `BoundedRendezvous`, is FSDP's too: litforge.launch.fsdp).
 
-`processes.prepare` swaps strategy `auto`/`ddp` for `BoundedDDPStrategy` in a run of several
-processes. On top of Lightning's:
+`trainer.strategy=ddp` (`trainer=ddp`), and `auto` in a run of several processes, run as
+`BoundedDDPStrategy` (`litforge.launch.processes.bounded_strategy` maps the name). On top
+of Lightning's:
 
 * the rendezvous says what it waits for and gives up after `processes.rendezvous_timeout_s`;
 * every collective gives up after `processes.collective_timeout_s` (Lightning's `timeout`),

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from litforge.errors import ConfigError
 from litforge.launch.ddp import COLLECTIVE_TIMEOUT_S, RENDEZVOUS_TIMEOUT_S, BoundedRendezvous
 
-STRATEGY_NAME = "fsdp"  # trainer.strategy=fsdp: a short name for ShardedStrategy
+STRATEGY_NAME = "fsdp"  # trainer.strategy=fsdp (trainer=fsdp): run as ShardedStrategy
 
 
 class ShardedStrategy(BoundedRendezvous, ModelParallelStrategy):
@@ -63,8 +63,8 @@ def is_fsdp_run(cfg: DictConfig) -> bool:
 
 
 def is_fsdp_strategy(strategy: Any) -> bool:
-    """`fsdp`, a `_target_` node naming ShardedStrategy or a subclass of it
-    (conf/trainer/fsdp.yaml), or such a strategy object. The one place that asks."""
+    """`fsdp` (conf/trainer/fsdp.yaml), a `_target_` node naming ShardedStrategy or a
+    subclass of it, or such a strategy object. The one place that asks."""
     if isinstance(strategy, str):
         return strategy == STRATEGY_NAME
     if OmegaConf.is_dict(strategy) and "_target_" in strategy:

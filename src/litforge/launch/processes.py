@@ -1,16 +1,21 @@
 """The processes of a run: how many start, how they meet, and how they end.
 
-`prepare(cfg, trainer_kwargs)` runs in every process before the Trainer is built:
+`prepare(trainer, settings)` runs in every process before the Trainer is built. `trainer`
+holds the Trainer arguments of `KEYS` (accelerator, devices, num_nodes, strategy), handed
+on as values by litforge.build; no other Trainer argument (precision, ...) comes here.
 
+* under torchrun or srun the launcher's world decides `devices` and `num_nodes`;
 * it refuses more processes than the machine can run (CPU cores, visible GPUs);
 * in a rank that Lightning's launcher started (it re-executes `sys.argv` with LOCAL_RANK>=1)
   it makes the kernel kill the rank when the launcher dies, so no rank outlives its run;
-* for a run of several processes it swaps strategy `auto`/`ddp` for
-  `litforge.launch.ddp.BoundedDDPStrategy`: Lightning's, with a bounded rendezvous
-  (`processes.rendezvous_timeout_s`), bounded collectives (`processes.collective_timeout_s`),
-  torchrun restarts that meet cleanly, and a process group destroyed before the interpreter
-  shuts down (a gloo group left to interpreter shutdown can abort the process with
-  "terminate called without an active exception").
+* `bounded_strategy` turns `trainer.strategy=ddp` (and `auto` for several processes) into
+  `litforge.launch.ddp.BoundedDDPStrategy` and `trainer.strategy=fsdp` into
+  `litforge.launch.fsdp.ShardedStrategy`, the one place that maps those names: a bounded
+  rendezvous (`processes.rendezvous_timeout_s`), bounded collectives
+  (`processes.collective_timeout_s`), torchrun restarts that meet cleanly, and a process
+  group destroyed before the interpreter shuts down (a gloo group left to interpreter
+  shutdown can abort the process with "terminate called without an active exception").
+  A strategy object (`trainer.strategy._target_`) is used as it is.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.launch.ddp import (  # noqa: F401 - end_process_group, RendezvousTimeout: public here too
@@ -45,37 +50,49 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # CPU processes per core that start with a warning (trying DDP on a laptop); past it, only
 # with processes.oversubscribe=true.
 CPU_PROCESSES_PER_CORE = 4
+# The Trainer arguments that say how many processes start and how they meet: all of
+# lightning.Trainer's arguments that this module reads or sets.
+KEYS = ("accelerator", "devices", "num_nodes", "strategy")
 
 
 class LauncherExited(LitforgeError):
     """This rank's launcher ended before the rank got going."""
 
 
-def prepare(cfg: DictConfig, trainer_kwargs: dict[str, Any]) -> None:
-    """Check and adjust `trainer_kwargs` (lightning.Trainer's) for the processes they start."""
+def prepare(trainer: dict[str, Any], settings: Mapping[str, Any]) -> None:
+    """Check and adjust `trainer` (lightning.Trainer's `KEYS`, in place) for the processes
+    they start; `settings` is the config's `processes` node."""
     die_with_launcher()
-    take_launcher_world(trainer_kwargs)
-    settings = cfg.get("processes") or {}
-    timeout = settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S)  # schema.py checked it
-    devices = trainer_kwargs.get("devices", "auto")
-    on_gpu = _on_gpu(str(trainer_kwargs.get("accelerator", "auto")))
+    take_launcher_world(trainer)
+    devices = trainer.get("devices", "auto")
+    on_gpu = _on_gpu(str(trainer.get("accelerator", "auto")))
     per_node = check_device_count(devices, on_gpu, bool(settings.get("oversubscribe", False)))
     if per_node > 1:
         check_launcher_starts_ranks(devices)
-    world = per_node * int(trainer_kwargs.get("num_nodes", 1))
-    collectives = float(settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S))
-    strategy = trainer_kwargs.get("strategy", "auto")
-    if isinstance(strategy, str) and is_fsdp_strategy(strategy):  # `trainer.strategy=fsdp`
-        trainer_kwargs["strategy"] = ShardedStrategy(float(timeout), collectives)
-    elif world > 1 and _plain_ddp(strategy):
-        trainer_kwargs["strategy"] = BoundedDDPStrategy(
-            rendezvous_timeout_s=float(timeout), collective_timeout_s=collectives
-        )
+    world = per_node * int(trainer.get("num_nodes", 1))
+    trainer["strategy"] = bounded_strategy(trainer.get("strategy", "auto"), world, settings)
     if per_node > 1 and _launcher_pid() is None:
         os.environ[LAUNCHER_PID] = str(os.getpid())
 
 
-def take_launcher_world(trainer_kwargs: dict[str, Any]) -> None:
+def bounded_strategy(strategy: Any, world: int, settings: Mapping[str, Any]) -> Any:
+    """The strategy Lightning gets for `trainer.strategy` in a run of `world` processes:
+    `fsdp` as ShardedStrategy; `ddp`, and `auto` where Lightning would pick its popen-based
+    DDP (several processes, not an interactive session), as BoundedDDPStrategy; both with
+    the `processes.*` timeouts (schema.py checked them). Any other name, or a strategy
+    object, as given."""
+    if not isinstance(strategy, str):
+        return strategy
+    rendezvous = float(settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S))
+    collectives = float(settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S))
+    if is_fsdp_strategy(strategy):
+        return ShardedStrategy(rendezvous, collectives)
+    if strategy == "ddp" or (strategy == "auto" and world > 1 and not _interactive()):
+        return BoundedDDPStrategy(rendezvous_timeout_s=rendezvous, collective_timeout_s=collectives)
+    return strategy
+
+
+def take_launcher_world(trainer: dict[str, Any]) -> None:
     """Under torchrun or srun the launcher has started the processes: its world decides.
     `trainer.devices=auto` and `trainer.num_nodes=1` (the defaults) take its shape (without
     this each process would train a copy of its own); values that contradict it stop here."""
@@ -84,19 +101,19 @@ def take_launcher_world(trainer_kwargs: dict[str, Any]) -> None:
         return
     per_node, nodes = shape
     launcher = launched_by()
-    devices = trainer_kwargs.get("devices", "auto")
+    devices = trainer.get("devices", "auto")
     request = parse_devices(devices)
     count = len(request) if isinstance(request, list) else request
     if count is None:
-        trainer_kwargs["devices"] = per_node
+        trainer["devices"] = per_node
     elif count != per_node:
         raise ConfigError(
             f"trainer.devices={devices}, but {launcher} started {per_node} processes per node; "
             f"leave trainer.devices out (the launcher's count is taken) or make them agree"
         )
-    num_nodes = int(trainer_kwargs.get("num_nodes", 1))
+    num_nodes = int(trainer.get("num_nodes", 1))
     if num_nodes == 1:
-        trainer_kwargs["num_nodes"] = nodes
+        trainer["num_nodes"] = nodes
     elif num_nodes != nodes:
         raise ConfigError(
             f"trainer.num_nodes={num_nodes}, but {launcher} started {nodes} node(s) of "
@@ -202,12 +219,10 @@ def _on_gpu(accelerator: str) -> bool:
     return accelerator == "auto" and torch.cuda.is_available()
 
 
-def _plain_ddp(strategy: Any) -> bool:
-    """Whether Lightning would run `strategy` of several processes as its popen-based DDP."""
-    # In an interactive session `auto` picks a forking DDP instead (Lightning's test,
-    # fabric.utilities.imports._IS_INTERACTIVE).
-    interactive = hasattr(sys, "ps1") or bool(sys.flags.interactive)
-    return strategy == "ddp" or (strategy == "auto" and not interactive)
+def _interactive() -> bool:
+    """Whether this is an interactive session, where Lightning's `auto` picks a forking DDP
+    instead of the popen-based one (fabric.utilities.imports._IS_INTERACTIVE)."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
 
 def _launcher_pid() -> int | None:
