@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from litforge.errors import ConfigError
 from litforge.settings import Settings, key
 from litforge.settings.rules import Bool, Free, Int, Num, OneOf, Text
 
@@ -63,6 +64,28 @@ class CheckpointSettings(Settings):
         Free(),
         "keyword arguments of the fsspec filesystem, e.g. {config_kwargs: {connect_timeout: 5, retries: {max_attempts: 3}}}; never credentials (they come from the environment)",
     )
+
+    @classmethod
+    def check_across(cls, plain: dict[str, Any]) -> None:
+        monitor = (plain.get("checkpoint") or {}).get("monitor")
+        metrics = plain.get("optimized_metric")
+        # A list optimized_metric (a multi-objective sweep) cannot rank checkpoints, which
+        # `checkpoint.monitor: ${optimized_metric}` would ask of it.
+        if isinstance(metrics, list) and isinstance(monitor, list):
+            raise ConfigError(
+                f"optimized_metric=[{', '.join(map(str, metrics))}] is a list (a multi-objective sweep), but "
+                "checkpoints are ranked by one metric: set checkpoint.monitor to one of them "
+                "(and checkpoint.mode), or checkpoint.monitor=null to keep the newest only"
+            )  # fmt: skip
+        # Checkpoints ranked by a validation metric need validation to run.
+        limit = (plain.get("trainer") or {}).get("limit_val_batches")
+        if monitor and str(monitor).startswith("val/") and limit is not None and limit == 0:
+            raise ConfigError(
+                f"trainer.limit_val_batches={limit} runs no validation, but checkpoints are ranked "
+                f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
+                "to keep the newest checkpoints only"
+            )
+
     staging_dir: str = key(
         "${run_dir}/checkpoint-staging", Text(), "local copies waiting for upload"
     )

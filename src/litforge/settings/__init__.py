@@ -120,6 +120,12 @@ class Settings:
         return {_name(f): _default(f) for f in dataclasses.fields(cls)}
 
     @classmethod
+    def check_across(cls, plain: dict[str, Any]) -> None:
+        """Rules that span this group's keys and others' (a plain, resolved config): raise a
+        one-line ConfigError. Run before each key's own rule, so a value that is wrong only
+        next to another key gets the message about both."""
+
+    @classmethod
     def of(cls: type[S], cfg: Any) -> S:
         """The typed settings of a composed config (DictConfig or dict): each value checked
         by its rule (one line naming the key and what is valid), a missing key its default."""

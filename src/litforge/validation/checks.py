@@ -1,9 +1,10 @@
 """Config checks that run before anything is built, so bad input never starts training.
 
-litforge's own keys have their types and ranges in `litforge.validation.schema.RULES`; the user's
-groups are checked against the signatures of the `_target_`s they name
-(`litforge.validation.targets`); the checks here are the ones that look at several keys or at the
-machine.
+litforge's own keys have their types, ranges and the rules that span them in their groups'
+schemas (litforge.settings; `validation.schema.RULES` gathers them with the Trainer's); the
+user's groups are checked against the signatures of the `_target_`s they name
+(`litforge.validation.targets`); the checks here look at the user's classes, the Trainer's
+signature, the loggers' directories and the machine.
 """
 
 from __future__ import annotations
@@ -23,21 +24,21 @@ from omegaconf.errors import (
 from litforge import hooks
 from litforge.errors import ConfigError
 from litforge.paths import unwritable
+from litforge.settings import all_schemas
 from litforge.validation import schema, targets
 
 
 def check_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first bad key, the value given and what is valid."""
     plain = _resolved(cfg)
-    _check_one_ranking_metric(plain)
+    for settings in all_schemas():  # rules that span keys live with their group's schema
+        settings.check_across(plain)
     _check_trainer_keys(plain["trainer"])
     for key, value, reason in schema.problems(plain):
         raise ConfigError(f"{key}={_show(value)} is invalid; {reason}")
     check_targets(plain)
     _check_logger_dirs(plain)
     _check_model_fits_data(plain)
-    _check_something_to_rank(plain)
-    _check_switches_have_callbacks(plain)
     accelerator = str(plain["trainer"].get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda"):
         import torch
@@ -175,44 +176,3 @@ def _check_model_fits_data(cfg: dict[str, Any]) -> None:
 
 def _class_of(node: dict[str, Any], key: str) -> Any:
     return targets.locate(node, key)
-
-
-def _check_one_ranking_metric(cfg: dict[str, Any]) -> None:
-    """A list optimized_metric (a multi-objective sweep) cannot rank checkpoints, which
-    `checkpoint.monitor: ${optimized_metric}` would ask of it."""
-    metrics = cfg.get("optimized_metric")
-    monitor = (cfg.get("checkpoint") or {}).get("monitor")
-    if isinstance(metrics, list) and isinstance(monitor, list):
-        raise ConfigError(
-            f"optimized_metric=[{', '.join(map(str, metrics))}] is a list (a multi-objective sweep), but "
-            "checkpoints are ranked by one metric: set checkpoint.monitor to one of them "
-            "(and checkpoint.mode), or checkpoint.monitor=null to keep the newest only"
-        )
-
-
-def _check_something_to_rank(cfg: dict[str, Any]) -> None:
-    """Checkpoints ranked by a validation metric need validation to run."""
-    monitor = (cfg.get("checkpoint") or {}).get("monitor")
-    limit = cfg["trainer"].get("limit_val_batches")
-    if monitor and str(monitor).startswith("val/") and limit is not None and limit == 0:
-        raise ConfigError(
-            f"trainer.limit_val_batches={limit} runs no validation, but checkpoints are ranked "
-            f"by checkpoint.monitor={monitor}; allow validation, or set checkpoint.monitor=null "
-            "to keep the newest checkpoints only"
-        )
-
-
-# A switch of conf/litforge/train.yaml and the callback entry that carries it out.
-_SWITCHED = {"microbatch.auto": "auto_microbatch"}
-
-
-def _check_switches_have_callbacks(cfg: dict[str, Any]) -> None:
-    """A switch on whose callback the config dropped (callbacks=none) would do nothing."""
-    callbacks = cfg.get("callbacks") or {}
-    for switch, entry in _SWITCHED.items():
-        group, key = switch.split(".")
-        if (cfg.get(group) or {}).get(key) and callbacks.get(entry) is None:
-            raise ConfigError(
-                f"{switch}=true is carried out by callbacks.{entry}, which this config "
-                f"dropped; list it with those you keep, e.g. 'callbacks=[{entry}]'"
-            )
