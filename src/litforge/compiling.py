@@ -17,7 +17,8 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from litforge import console
+from litforge import console, hooks
+from litforge.compiling_settings import CompileSettings
 from litforge.errors import ConfigError
 
 KEY = "compile"
@@ -26,10 +27,10 @@ KEY = "compile"
 def options(cfg: DictConfig) -> dict[str, Any] | None:
     """torch.compile's keyword arguments from `cfg.compile`; None when it is off. A backend
     that does not exist, or inductor without a C compiler, is one line."""
-    node = cfg.get(KEY) or {}
-    if not node.get("enabled", False):
+    settings = CompileSettings.of(cfg)
+    if not settings.enabled:
         return None
-    backend = str(node.get("backend", "inductor"))
+    backend = settings.backend
     known = torch._dynamo.list_backends(exclude_tags=())
     if backend not in known:
         raise ConfigError(
@@ -42,14 +43,14 @@ def options(cfg: DictConfig) -> dict[str, Any] | None:
         )
     found = {"backend": backend}
     for name in ("mode", "fullgraph", "dynamic"):
-        if node.get(name) is not None:
-            found[name] = node.get(name)
+        if getattr(settings, name) is not None:
+            found[name] = getattr(settings, name)
     return found
 
 
 def compile_in_place(module: nn.Module, settings: dict[str, Any]) -> int:
     """Compile `module`'s repeated blocks (or the whole module) in place; how many modules."""
-    unit = getattr(module, "shard_unit", None)
+    unit = hooks.shard_unit_of(module)
     blocks = [m for m in module.modules() if isinstance(unit, type) and isinstance(m, unit)]
     for target in blocks or [module]:
         target.compile(**settings)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import fsspec
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from litforge import console
 from litforge.checkpointing import checkpoint_file, resume
@@ -23,11 +23,13 @@ from litforge.checkpointing.lock import LOCK_NAME, RunLock, acquire_all
 from litforge.checkpointing.restore import Restore, named, requested
 from litforge.checkpointing.restore import fetch as fetch_restore
 from litforge.checkpointing.session import Best, Checkpointing, StoreCheckpointing, resuming
+from litforge.checkpointing.settings import CheckpointSettings
 from litforge.checkpointing.start import Asked, Start, decide
 from litforge.checkpointing.store import CheckpointStore, download_dir
 from litforge.errors import ConfigError
 from litforge.launch import multirun
 from litforge.launch.fsdp import is_fsdp_run
+from litforge.run_settings import ResumeSettings, RunSettings
 
 __all__ = ["Best", "Checkpointing", "StoreCheckpointing", "resume_hint", "run_checkpoint_url",
            "run_key", "setup"]  # fmt: skip
@@ -35,7 +37,7 @@ __all__ = ["Best", "Checkpointing", "StoreCheckpointing", "resume_hint", "run_ch
 
 def run_checkpoint_url(cfg: DictConfig) -> str:
     """checkpoint.dir itself if it lies in the run directory, else checkpoint.dir/<run_key>."""
-    raw = str(cfg.checkpoint.dir)
+    raw = str(CheckpointSettings.of(cfg).dir)
     scheme, sep, rest = raw.partition("://")
     if sep and not rest.strip("/"):
         raise ConfigError(
@@ -58,12 +60,13 @@ def run_key(cfg: DictConfig) -> str:
     """
     if multirun.in_multirun():
         return multirun.job_name(cfg)
-    return cfg.get("run_name") or Path(cfg.run_dir).resolve().name
+    return RunSettings.of(cfg).run_name or Path(cfg.run_dir).resolve().name
 
 
 def setup(cfg: DictConfig) -> Checkpointing:
     """Open and probe the store and pick the resume point, all before any training."""
-    opts = cfg.get("checkpoint")
+    # checkpoint=none: no node, no settings
+    opts = CheckpointSettings.of(cfg) if cfg.get("checkpoint") else None
     staging = Path(opts.staging_dir) if opts else Path(cfg.run_dir) / "checkpoint-staging"
     wanted = requested(cfg)  # a bad restore.* is one line before anything is opened
     if not opts:  # checkpoint=none: the same decision, with no store to list
@@ -79,7 +82,7 @@ def setup(cfg: DictConfig) -> Checkpointing:
     start = decide(asked, name)
     resume_from, restored = _begin(cfg, start, asked, staging, store, newest)
     saver = _saver(cfg, opts, store, staging, start.own_name)
-    shape = str(cfg.resume_shape)
+    shape = ResumeSettings.of(cfg).resume_shape
     checkpointing = StoreCheckpointing(store, saver, resume_from, locks, Path(cfg.run_dir), shape)
     checkpointing.restore = restored
     return checkpointing
@@ -89,7 +92,8 @@ def _asked(
     cfg: DictConfig, store: CheckpointStore | None, wanted: tuple[str, str, bool] | None
 ) -> Asked:
     location = None if store is None else str(store)
-    return Asked(location, cfg.get("ckpt_path") or None, str(cfg.resume), wanted)
+    how = ResumeSettings.of(cfg)
+    return Asked(location, how.ckpt_path or None, how.resume, wanted)
 
 
 def _begin(
@@ -145,15 +149,13 @@ def _without_store(
     started = Checkpointing(resume_from)
     started.restore = restored
     if resume_from is not None:
-        started.callbacks += resuming(str(cfg.resume_shape), Path(cfg.run_dir))
+        started.callbacks += resuming(ResumeSettings.of(cfg).resume_shape, Path(cfg.run_dir))
     return started
 
 
-def _open_store(cfg: DictConfig, opts: DictConfig) -> CheckpointStore:
+def _open_store(cfg: DictConfig, opts: CheckpointSettings) -> CheckpointStore:
     """This run's checkpoint location, its access checked (one line if it is refused)."""
-    raw_options = opts.get("storage_options")
-    options = OmegaConf.to_container(raw_options, resolve=True) if raw_options else {}
-    store = CheckpointStore(run_checkpoint_url(cfg), options, opts.get("timeout_s"))  # type: ignore[arg-type]
+    store = CheckpointStore(run_checkpoint_url(cfg), opts.storage_options or {}, opts.timeout_s)
     store.check_access()
     return store
 
@@ -170,7 +172,7 @@ def _upload_staged(store: CheckpointStore, staging: Path) -> None:
 
 def _saver(
     cfg: DictConfig,
-    opts: DictConfig,
+    opts: CheckpointSettings,
     store: CheckpointStore,
     staging: Path,
     resumed_from: str | None,
@@ -201,7 +203,7 @@ def resume_hint(cfg: DictConfig) -> str:
     from hydra.types import RunMode
 
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-    if cfg.get("run_name") or sweep:
+    if RunSettings.of(cfg).run_name or sweep:
         return "the same command resumes"
     return f"the same command plus hydra.run.dir={cfg.run_dir} resumes"
 

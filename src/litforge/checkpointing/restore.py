@@ -27,7 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 from litforge import console
 from litforge.checkpointing import checkpoint_file
 from litforge.checkpointing.model_record import RECORD_KEY
+from litforge.checkpointing.settings import RestoreSettings
 from litforge.errors import ConfigError
+from litforge.run_settings import ResumeSettings
 
 MODES = ("finetune", "hotstart", "continue")
 SHOWN = 8  # names listed per kind of mismatch
@@ -43,27 +45,26 @@ class Restore:
 
 def requested(cfg: DictConfig) -> tuple[str, str, bool] | None:
     """(mode, from, strict) of `cfg.restore`; None when neither mode nor from is set."""
-    node = cfg.get("restore") or {}
-    mode = node.get("mode")
-    if mode is None:
-        if node.get("from"):
+    asked = RestoreSettings.of(cfg)  # restore.mode's values: its rule, one line
+    if asked.mode is None:
+        if asked.from_:
             raise ConfigError(
-                f"restore.from={node.get('from')} needs restore.mode={' | '.join(MODES)} (its "
+                f"restore.from={asked.from_} needs restore.mode={' | '.join(MODES)} (its "
                 "weights | its weights and optimizer state | its whole training state); "
                 "without restore.mode it would be ignored"
             )
         return None
-    if mode not in MODES:
-        raise ConfigError(f"restore.mode={mode} must be one of: {', '.join(MODES)} (or null)")
-    source = node.get("from")
-    if not source:
-        raise ConfigError(f"restore.mode={mode} needs restore.from=CHECKPOINT (a file or URL)")
-    if cfg.get("ckpt_path"):
+    if not asked.from_:
         raise ConfigError(
-            f"restore.mode={mode} and ckpt_path={cfg.ckpt_path} both name where to start; "
+            f"restore.mode={asked.mode} needs restore.from=CHECKPOINT (a file or URL)"
+        )
+    explicit = ResumeSettings.of(cfg).ckpt_path
+    if explicit:
+        raise ConfigError(
+            f"restore.mode={asked.mode} and ckpt_path={explicit} both name where to start; "
             "keep one (ckpt_path= is restore.mode=continue)"
         )
-    return str(mode), str(source), bool(node.get("strict", True))
+    return str(asked.mode), str(asked.from_), asked.strict
 
 
 def fetch(cfg: DictConfig, mode: str, source: str, strict: bool, staging: Path) -> Restore:
