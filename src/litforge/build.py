@@ -1,11 +1,9 @@
 """Config -> objects. Shared by train.py and eval.py so the two never drift apart.
 
 Every callback and logger comes from the config (conf/callbacks, conf/logger); this
-module adds only `ModelRecord`, which keeps checkpoints loadable with weights_only, and
-what the recipe hands it (checkpointing's callbacks). A callback with a
-`check_before_fit(trainer, datamodule)` method has it called once the Trainer is built,
-before any process starts: its one-line refusals come before any training.
-"""
+module adds only `ModelRecord` (checkpoints loadable with weights_only) and what the recipe
+hands it. A callback's `check_before_fit` (litforge.hooks.ChecksBeforeFit) runs once the
+Trainer is built, before any process starts: its refusals come before any training."""
 
 from __future__ import annotations
 
@@ -24,12 +22,13 @@ from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import compiling, console
+from litforge import compiling, console, hooks
 from litforge.checkpointing.model_record import ModelRecord
 from litforge.errors import ConfigError
 from litforge.extras import missing_extra
 from litforge.launch import processes
 from litforge.launch.fsdp import check_shardable, is_fsdp_run
+from litforge.launch.settings import ProcessSettings
 from litforge.models.freeze import KEY as FREEZE_KEY
 from litforge.models.freeze import freeze
 from litforge.precision import (
@@ -222,10 +221,10 @@ def build_trainer(
     kwargs = {key: _trainer_value(value) for key, value in cfg.trainer.items()}
     kwargs.update(overrides)
     if kwargs.get("use_distributed_sampler") is None:
-        kwargs["use_distributed_sampler"] = not getattr(datamodule, "shards_itself", False)
+        kwargs["use_distributed_sampler"] = not hooks.shards_itself(datamodule)
     # How many processes, how they meet and end: launch gets those arguments, no others.
     shape = {key: kwargs[key] for key in processes.KEYS if key in kwargs}
-    processes.prepare(shape, cfg.get("processes") or {})
+    processes.prepare(shape, ProcessSettings.of(cfg))
     kwargs.update(shape)
     requested = str(kwargs.get("precision", "32-true"))
     apply_matmul_precision(cfg)
@@ -258,7 +257,7 @@ def build_trainer(
     if note:
         console.warn(note)
     for callback in trainer.callbacks:  # type: ignore[attr-defined]
-        check = getattr(callback, "check_before_fit", None)
+        check = hooks.check_before_fit_of(callback)
         if callable(check):
             check(trainer, datamodule)
     return trainer

@@ -30,11 +30,14 @@ from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
 
 from litforge.errors import LitforgeError
+from litforge.launch.settings import ProcessSettings
 
 log = logging.getLogger("litforge")
 
-RENDEZVOUS_TIMEOUT_S = 600.0
-COLLECTIVE_TIMEOUT_S = 1800.0  # torch's and Lightning's default
+# The defaults of a strategy built outside a config (a user's own `_target_`) are the
+# config's: one home, launch.settings.
+RENDEZVOUS_TIMEOUT_S = float(ProcessSettings.rendezvous_timeout_s)
+COLLECTIVE_TIMEOUT_S = float(ProcessSettings.collective_timeout_s)  # torch's and Lightning's
 
 
 class RendezvousTimeout(LitforgeError):

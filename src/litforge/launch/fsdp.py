@@ -27,6 +27,7 @@ from hydra.utils import get_class
 from lightning.pytorch.strategies import ModelParallelStrategy
 from omegaconf import DictConfig, OmegaConf
 
+from litforge import hooks
 from litforge.errors import ConfigError
 from litforge.launch.ddp import COLLECTIVE_TIMEOUT_S, RENDEZVOUS_TIMEOUT_S, BoundedRendezvous
 
@@ -83,7 +84,7 @@ def is_sharded(strategy: Any) -> bool:
 
 def check_shardable(module: L.LightningModule) -> None:
     """Before any process starts: the model must name the block class FSDP wraps."""
-    unit = getattr(module, "shard_unit", None)
+    unit = hooks.shard_unit_of(module)
     name = f"{type(module).__module__}.{type(module).__qualname__}"
     if type(module).configure_model is L.LightningModule.configure_model:
         raise ConfigError(

@@ -25,21 +25,19 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from litforge.errors import ConfigError, LitforgeError
 from litforge.launch.ddp import (  # noqa: F401 - end_process_group, RendezvousTimeout: public here too
-    COLLECTIVE_TIMEOUT_S,
-    RENDEZVOUS_TIMEOUT_S,
     BoundedDDPStrategy,
     RendezvousTimeout,
     end_process_group,
 )
 from litforge.launch.fsdp import ShardedStrategy, is_fsdp_strategy
 from litforge.launch.launchers import launched_by, launcher_world
+from litforge.launch.settings import ProcessSettings
 
 log = logging.getLogger("litforge")
 
@@ -59,14 +57,14 @@ class LauncherExited(LitforgeError):
     """This rank's launcher ended before the rank got going."""
 
 
-def prepare(trainer: dict[str, Any], settings: Mapping[str, Any]) -> None:
+def prepare(trainer: dict[str, Any], settings: ProcessSettings) -> None:
     """Check and adjust `trainer` (lightning.Trainer's `KEYS`, in place) for the processes
-    they start; `settings` is the config's `processes` node."""
+    they start; `settings` are the config's `processes.*`."""
     die_with_launcher()
     take_launcher_world(trainer)
     devices = trainer.get("devices", "auto")
     on_gpu = _on_gpu(str(trainer.get("accelerator", "auto")))
-    per_node = check_device_count(devices, on_gpu, bool(settings.get("oversubscribe", False)))
+    per_node = check_device_count(devices, on_gpu, settings.oversubscribe)
     if per_node > 1:
         check_launcher_starts_ranks(devices)
     world = per_node * int(trainer.get("num_nodes", 1))
@@ -75,16 +73,16 @@ def prepare(trainer: dict[str, Any], settings: Mapping[str, Any]) -> None:
         os.environ[LAUNCHER_PID] = str(os.getpid())
 
 
-def bounded_strategy(strategy: Any, world: int, settings: Mapping[str, Any]) -> Any:
+def bounded_strategy(strategy: Any, world: int, settings: ProcessSettings) -> Any:
     """The strategy Lightning gets for `trainer.strategy` in a run of `world` processes:
     `fsdp` as ShardedStrategy; `ddp`, and `auto` where Lightning would pick its popen-based
     DDP (several processes, not an interactive session), as BoundedDDPStrategy; both with
-    the `processes.*` timeouts (schema.py checked them). Any other name, or a strategy
+    the `processes.*` timeouts. Any other name, or a strategy
     object, as given."""
     if not isinstance(strategy, str):
         return strategy
-    rendezvous = float(settings.get("rendezvous_timeout_s", RENDEZVOUS_TIMEOUT_S))
-    collectives = float(settings.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S))
+    rendezvous = float(settings.rendezvous_timeout_s)
+    collectives = float(settings.collective_timeout_s)
     if is_fsdp_strategy(strategy):
         return ShardedStrategy(rendezvous, collectives)
     if strategy == "ddp" or (strategy == "auto" and world > 1 and not _interactive()):

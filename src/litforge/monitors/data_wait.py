@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from litforge import console
+from litforge import console, hooks
 
 
 class DataWait:
@@ -82,7 +82,7 @@ class DataWait:
 
 def _dataset_advice(loader: Any) -> str:
     """What the dataset itself says to try (a streamed one names its knobs), if anything."""
-    advice = getattr(getattr(loader, "dataset", None), "stall_advice", None)
+    advice = hooks.stall_advice_of(getattr(loader, "dataset", None))
     return f". {advice()}" if callable(advice) else ""
 
 
