@@ -20,7 +20,13 @@ from tests.scaffold.conftest import git, run_in
 
 LIBRARY_CONF = ROOT / "src" / "litforge" / "conf"
 # Config targets documented as public beside litforge.__all__ (the model configs' defaults).
-PUBLIC_TARGETS = {"litforge.optim.adamw", "litforge.optim.warmup_cosine"}
+PUBLIC_TARGETS = {
+    "litforge.optim.adamw",
+    "litforge.optim.warmup_cosine",
+    # what trainer.strategy=ddp|fsdp runs; no YAML of litforge's names them any more
+    "litforge.launch.ddp.BoundedDDPStrategy",
+    "litforge.launch.fsdp.ShardedStrategy",
+}
 TARGET = re.compile(r"_target_:\s*['\"]?(litforge\.[\w.]+)")
 RESOLVER = re.compile(r"\$\{(litforge\.\w+):")
 
