@@ -66,6 +66,8 @@ def group_yaml(schemas: list[type[Settings]]) -> str:
             lines.append(f"{node}:")
         if schema.TARGET is not None:
             lines.append(f"{indent}_target_: {schema.TARGET}")
+        if schema.RECURSIVE is not None:
+            lines.append(f"{indent}_recursive_: {scalar(schema.RECURSIVE)}")
         for info in schema.infos():
             name = info.name.removeprefix(f"{schema.GROUP}.") if schema.GROUP else info.name
             lines += _comment(f"{info.doc} [{info.type}]", indent)

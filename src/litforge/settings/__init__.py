@@ -43,6 +43,7 @@ SCHEMAS = (
     "litforge.monitors.numerics.settings:NumericsSettings",
     "litforge.monitors.memory_budget_settings:MemoryBudgetSettings",
     "litforge.monitors.throughput_settings:ThroughputSettings",
+    "litforge.sweeps.settings:SweeperSettings",
     "litforge.sweeps.pool.settings:LauncherSettings",
 )
 
@@ -93,6 +94,8 @@ class Settings:
     TARGET: ClassVar[str | None] = None
     NODE: ClassVar[str | None] = None
     HEADER: ClassVar[str | None] = None
+    # `_recursive_: false` after `_target_`, for an object that builds its own nodes.
+    RECURSIVE: ClassVar[bool | None] = None
 
     @classmethod
     def infos(cls) -> Iterator[KeyInfo]:

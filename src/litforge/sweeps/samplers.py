@@ -22,6 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from litforge.errors import ConfigError
+from litforge.sweeps.settings import SweeperSettings
 
 log = logging.getLogger("litforge")
 
@@ -81,7 +82,7 @@ def sampler_factory(
 ) -> Callable[[int], optuna.samplers.BaseSampler]:
     """trial number -> the sampler that draws it. Checked once here (a bad name or option
     is one line before any trial)."""
-    node = settings.get("sampler", "tpe")
+    node = settings.get("sampler", SweeperSettings.sampler)
     if isinstance(node, optuna.samplers.BaseSampler):  # built by Hydra (`_recursive_: true`)
         return lambda number: node
     seed = base_seed(settings)

@@ -38,6 +38,7 @@ from litforge.sweeps import (
     trial_dirs,
 )
 from litforge.sweeps import study as studies
+from litforge.sweeps.settings import SweeperSettings
 from litforge.sweeps.study import DEVICES, DURATION, NOT_COUNTED, RETRY_OF, RUN_DIR
 from litforge.validation import monitor_mode
 
@@ -98,8 +99,10 @@ class Sweep:
         log.info("study %s in %s: %d trials", study.study_name, sweep_dir, n_trials)
 
         returns: list[JobReturn] = []
-        leases = studies.Leases(study, float(self.settings.get("heartbeat_s", 30)))
-        stale_s = float(self.settings.get("stale_s", 300))
+        leases = studies.Leases(
+            study, float(self.settings.get("heartbeat_s", SweeperSettings.heartbeat_s))
+        )
+        stale_s = float(self.settings.get("stale_s", SweeperSettings.stale_s))
         try:
             with report_user_errors(), self.watch.active():
                 while self.stopped_by is None and not self._signalled(study):
