@@ -10,9 +10,10 @@ one of its functions
 * reads the key from the config node that holds it (counted for the innermost litforge
   function on the stack: `cfg.trainer.items()` in build, `cfg.precision.get(...)`).
 
-Two rules of counting. The config check (`check_config`: litforge's table of rules walked
+Three rules of counting. The config check (`check_config`: litforge's table of rules walked
 over every key of the config, which hands nothing on) is one stop, whatever modules it
-spans. The callbacks' `check_before_fit` look at the built Trainer (Lightning's own
+spans. So is the value's schema, its one home (the kit, `litforge.settings` with its
+rules, and the group's `*settings` module): code reads the typed settings through it. The callbacks' `check_before_fit` look at the built Trainer (Lightning's own
 `trainer.precision`), after the road, and are left out.
 """
 
@@ -37,11 +38,12 @@ from litforge.training import train
 from tests.helpers import ROOT
 
 CONFIG_CHECK = "config check"
+SCHEMA = "its schema"
 MOST_STOPS = 4
 # The road each value takes, as this test finds it; a module that starts reading one of
 # them on the way shows up here.
 ROADS = {
-    "precision": {CONFIG_CHECK, "litforge.build", "litforge.precision"},
+    "precision": {CONFIG_CHECK, SCHEMA, "litforge.build", "litforge.precision"},
     "trainer.devices": {CONFIG_CHECK, "litforge.build", "litforge.launch.processes"},
 }
 # The config's keys for each value: `precision=` sets trainer.precision and the float32
@@ -158,7 +160,11 @@ class Road:
                     self._stop(label, _module(caller) or "")
 
     def _stop(self, label: str, module: str) -> None:
-        self.stops[label].add(CONFIG_CHECK if self._gate is not None else module)
+        if self._gate is not None:
+            module = CONFIG_CHECK
+        elif module.startswith("litforge.settings") or module.endswith("settings"):
+            module = SCHEMA
+        self.stops[label].add(module)
 
 
 class BuiltTrainer(Exception):

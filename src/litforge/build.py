@@ -31,6 +31,7 @@ from litforge.launch.fsdp import check_shardable, is_fsdp_run
 from litforge.launch.settings import ProcessSettings
 from litforge.models.freeze import KEY as FREEZE_KEY
 from litforge.models.freeze import freeze
+from litforge.models.settings import FreezeSettings
 from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
@@ -90,7 +91,7 @@ def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
     announce("model", cfg.model)
     module = construct(cfg.model, "model")
     check_kind(module, L.LightningModule, "model", cfg.model)
-    freeze(module, cfg.model.get(FREEZE_KEY))
+    freeze(module, FreezeSettings.of(cfg).freeze)
     check_optimizer(cfg.model, module)
     if is_fsdp_run(cfg):  # before any process starts
         check_shardable(module)

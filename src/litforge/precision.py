@@ -9,6 +9,7 @@ import torch
 from omegaconf import DictConfig
 
 from litforge.errors import ConfigError
+from litforge.precision_settings import PrecisionSettings
 
 if TYPE_CHECKING:
     from lightning.pytorch.plugins.precision import MixedPrecision
@@ -47,12 +48,13 @@ def explain(requested: str, effective: str) -> str | None:
 
 
 def apply_matmul_precision(cfg: DictConfig) -> str:
-    """torch.set_float32_matmul_precision(cfg.precision.matmul), `highest` when unset.
+    """torch.set_float32_matmul_precision(cfg.precision.matmul), its schema's default
+    (`highest`, precision=32's) when unset.
 
     Process-wide, so it is set on every build: an in-process sweep's next job may have
     another precision and must not inherit this one's.
     """
-    value = str((cfg.get("precision") or {}).get("matmul", "highest"))
+    value = PrecisionSettings.of(cfg).matmul
     torch.set_float32_matmul_precision(value)
     return value
 
@@ -64,12 +66,12 @@ def on_cuda(accelerator: str) -> bool:
 
 def scaler_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """torch.amp.GradScaler's knobs from `precision.*` (conf/precision/16-mixed.yaml)."""
-    knobs = cfg.get("precision") or {}
+    knobs = PrecisionSettings.of(cfg)
     return {
-        "init_scale": float(knobs.get("init_scale", 2.0**16)),
-        "growth_factor": float(knobs.get("growth_factor", 2.0)),
-        "backoff_factor": float(knobs.get("backoff_factor", 0.5)),
-        "growth_interval": int(knobs.get("growth_interval", 2000)),
+        "init_scale": float(knobs.init_scale),
+        "growth_factor": float(knobs.growth_factor),
+        "backoff_factor": float(knobs.backoff_factor),
+        "growth_interval": int(knobs.growth_interval),
     }
 
 
