@@ -21,12 +21,13 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from litforge.compiling_settings import CompileSettings
 from litforge.errors import ConfigError, LitforgeError
 
 KEY_ENV = "LITFORGE_COMPILE_CACHE_KEY"
 MIN_KEY_CHARS = 16
 SIGNATURE_SUFFIX = ".sig"
-DEFAULT_MAX_BYTES = 2**30
+DEFAULT_MAX_BYTES = CompileSettings.cache_max_bytes  # compile.cache_max_bytes's default
 _SCHEME = "litforge-compile-cache-hmac-sha256-v1"
 _MAX_SIGNATURE_BYTES = 512
 _CHUNK = 2**20

@@ -48,6 +48,7 @@ from litforge.compile_cache.local_files import (
     pack,
     scan,
 )
+from litforge.compiling_settings import CompileSettings
 
 
 @runtime_checkable
@@ -67,13 +68,11 @@ def when_enabled(
     and checkpoints go somewhere (`checkpoint_dir`; None under checkpoint=none); no callback
     otherwise. Its key is read here, before training: a key file that cannot be read is one
     ConfigError."""
-    node = settings or {}
-    wanted = node.get("enabled", False) and node.get("cache", True) and checkpoint_dir
-    if not wanted or node.get("backend", "inductor") != "inductor":
+    asked = CompileSettings.of({"compile": settings or {}})
+    if not (asked.enabled and asked.cache and checkpoint_dir) or asked.backend != "inductor":
         return None
-    key = load_key(node.get("cache_key_file"))
-    limit = int(node.get("cache_max_bytes", DEFAULT_MAX_BYTES))
-    return CompileCache(run_dir=Path(run_dir), key=key, max_bytes=limit)
+    key = load_key(asked.cache_key_file)
+    return CompileCache(run_dir=Path(run_dir), key=key, max_bytes=int(asked.cache_max_bytes))
 
 
 class CompileCache(L.Callback):
