@@ -76,6 +76,14 @@ def test_config_lists_every_key_or_one_group(capsys):
         config_command.main(["nope"])
 
 
+def test_write_runs_only_in_litforges_own_repository(tmp_path, monkeypatch, capsys):
+    before = (config_command.CONF / "checkpoint" / "default.yaml").read_text()
+    monkeypatch.chdir(tmp_path)  # a project, say: --write would rewrite the installed package
+    assert config_command.main(["--write"]) == 2
+    assert "run them in the litforge repository" in capsys.readouterr().err
+    assert (config_command.CONF / "checkpoint" / "default.yaml").read_text() == before
+
+
 def _leaf_names() -> set[str]:
     return {info.name.rpartition(".")[2] for schema in all_schemas() for info in schema.infos()}
 

@@ -150,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale")
     args = parser.parse_args(argv)
     root = Path.cwd()
+    if (args.write or args.check) and (root / "src" / "litforge" / "conf").resolve() != CONF:
+        # Elsewhere (a project, an installed wheel) they would rewrite the installed package.
+        print(
+            "error: --write and --check regenerate litforge's own files: run them in the "
+            f"litforge repository whose package is imported ({CONF.parents[2]})",
+            file=sys.stderr,
+        )
+        return 2
     if args.write:
         write(root)
         return 0
