@@ -168,3 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if found else 0
     print(listing(args.group))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
