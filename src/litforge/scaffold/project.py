@@ -194,9 +194,7 @@ def _settle_pin_conflict(pyproject: Path) -> None:
 
     text = pyproject.read_text()
     pin = r'\s*"litforge\[([\w,\s-]*)\][^"\n]*",?\n'
-    block = re.compile(
-        rf"<<<<<<< before updating\n({pin})=======\n({pin})>>>>>>> after updating\n"
-    )
+    block = re.compile(rf"<<<<<<< before updating\n({pin})=======\n({pin})>>>>>>> after updating\n")
 
     def theirs_if_it_keeps_ours(found: re.Match[str]) -> str:
         ours, theirs = (set(e.strip() for e in found[i].split(",")) for i in (2, 4))
