@@ -3,10 +3,11 @@
 A resumed run continues at a saved position in the order of the training shards: onto
 shards rewritten, re-sharded or grown since, that position means other samples (some
 trained twice, some never), and nothing would say so. So the checkpoint records each
-training stream's index (the sha256 of its index.json bytes, its sample count and shard
-list: `record`), and a resume compares it with the data it finds (`changes`) before the
-first step: a change stops the run in one line, unless `data.accept_changed_data=true`
-lets the run continue at the next epoch's start with a fresh order.
+training stream's index (the sha256 of its index.json bytes, or for Parquet and WebDataset
+of their own index: `litforge.data.formats`; its sample count and file list: `record`),
+and a resume compares it with the data it finds (`changes`) before the first step: a
+change stops the run in one line, unless `data.accept_changed_data=true` lets the run
+continue at the next epoch's start with a fresh order.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from litforge.data.shards.reader import ShardedDataset
+from litforge.data.formats.source import StreamSource
 from litforge.errors import redact_url
 
 
-def record(streams: Sequence[tuple[str, ShardedDataset]]) -> list[dict[str, Any]]:
+def record(streams: Sequence[tuple[str, StreamSource]]) -> list[dict[str, Any]]:
     """Each training stream's (config key, data) as plain values (weights_only loads
     them); URLs with their credentials cut."""
     return [

@@ -1,6 +1,7 @@
 """A DataModule over shards at `url/train`, `url/val` and `url/test` (what `litforge
-shards write` leaves), or over a weighted mixture of such directories, streamed: nothing
-is downloaded before the first step."""
+shards write` leaves, or Parquet or WebDataset files: `litforge.data.formats`), or over a
+weighted mixture of such directories, streamed: nothing is downloaded before the first
+step."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from typing_extensions import Unpack
 
 from litforge import console
+from litforge.data.formats import Format, open_source
+from litforge.data.formats.source import StreamSource
 from litforge.data.loaders import LoaderArgs, SplitDataModule, at_least, train_loader
 from litforge.data.shards import changed
 from litforge.data.shards.audit import SampleIdLog
 from litforge.data.shards.mixture import MixtureDataset, MixtureSampler
 from litforge.data.shards.order import WINDOW, BlockOrderSampler, LazyOrderSampler
-from litforge.data.shards.reader import ShardedDataset
 from litforge.errors import ConfigError, redact_url
 
 SPLITS = ("train", "val", "test")
+STREAM_KEYS = ("url", "weight", "format", "columns")  # what a data.streams entry takes
 
 
 class StreamArgs(LoaderArgs, total=False):
@@ -30,6 +33,8 @@ class StreamArgs(LoaderArgs, total=False):
     adds its own: `**stream: Unpack[StreamArgs]` (config validation checks them from here)."""
 
     streams: list[Any] | None
+    format: Format | None
+    columns: str | list[str] | dict[str, str] | None
     epoch_samples: int | None
     shuffle_window: int
     cache_dir: str | None
@@ -59,8 +64,10 @@ def parse_streams(url: str | None, streams: Sequence[Any] | None) -> list[tuple[
         key = f"data.streams[{i}]"
         if not isinstance(stream, Mapping) or not isinstance(stream.get("url"), str):
             raise ConfigError(f"{key}={stream!r} must be a mapping with a url (and a weight)")
-        if unknown := set(stream) - {"url", "weight"}:
-            raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: it takes url, weight")
+        if unknown := set(stream) - set(STREAM_KEYS):
+            raise ConfigError(
+                f"{key} has unknown keys {sorted(unknown)}: it takes {', '.join(STREAM_KEYS)}"
+            )
         weight = stream.get("weight", 1.0)
         ok = isinstance(weight, numbers.Real) and not isinstance(weight, bool)
         if not ok or not 0 < weight < float("inf"):
@@ -77,9 +84,16 @@ def parse_streams(url: str | None, streams: Sequence[Any] | None) -> list[tuple[
 
 
 class StreamDataModule(SplitDataModule):
-    """url: the directory `litforge shards write` wrote (one shard directory per split);
+    """url: the directory `litforge shards write` wrote (one shard directory per split), or
+    one of Parquet or WebDataset files per split (`url/train/*.parquet`, or named
+    `url/train-*.parquet`; likewise val, test);
     streams: instead of url, several such directories drawn by weight (their val and test
-    splits are evaluated one after another);
+    splits are evaluated one after another); each entry may give its own format and columns;
+    format: shards, parquet or webdataset (None: shards where an index.json is, else by the
+    files' suffix);
+    columns: which columns (Parquet) or member extensions (WebDataset) make a sample: a name,
+    a list (a tuple sample, e.g. [image, label]) or a mapping ({x: image, y: label}); None:
+    every one, as a dict;
     epoch_samples: samples per training epoch of a mixture (None: every stream's size);
     shuffle_window: blocks whose samples are shuffled together (`order`); each loader
     process keeps as many decoded blocks in memory;
@@ -95,6 +109,8 @@ class StreamDataModule(SplitDataModule):
         url: str | None = None,
         batch_size: int = 64,
         streams: list[Any] | None = None,
+        format: Format | None = None,
+        columns: str | list[str] | dict[str, str] | None = None,
         epoch_samples: int | None = None,
         shuffle_window: int = WINDOW,
         cache_dir: str | None = None,
@@ -127,13 +143,19 @@ class StreamDataModule(SplitDataModule):
         self._sampler: LazyOrderSampler | None = None
         self._audit_at = (0, 0)  # (sampler iteration, samples of it already recorded)
         # Opened here, so an unreachable URL or a missing index is one line before the
-        # Trainer is built; only the small index.json files are read.
-        splits: dict[str, list[ShardedDataset]] = {split: [] for split in SPLITS}
-        for stream_url, _ in self.streams:
+        # Trainer is built; only the small index.json files are read (Parquet: each file's
+        # footer; WebDataset: its kept index, or one scan of each tar to build it).
+        splits: dict[str, list[StreamSource]] = {split: [] for split in SPLITS}
+        for i, (stream_url, _) in enumerate(self.streams):
+            # A stream's own format and columns (data.streams[i]), else data.format/columns.
+            own: Mapping[str, Any] = streams[i] if streams is not None else {}
+            key = f"data.streams[{i}]" if "format" in own or "columns" in own else "data"
             for split in SPLITS:
-                splits[split].append(ShardedDataset(
-                    f"{stream_url.rstrip('/')}/{split}", cache_dir, cache_bytes, retries,
-                    storage_options=storage_options, memory_blocks=shuffle_window + 1,
+                splits[split].append(open_source(
+                    f"{stream_url.rstrip('/')}/{split}", own.get("format", format),
+                    own.get("columns", columns), key, cache_dir=cache_dir,
+                    cache_bytes=cache_bytes, retries=retries, storage_options=storage_options,
+                    memory_blocks=shuffle_window + 1,
                 ))  # fmt: skip
         self.split_streams = splits
         if len(self.streams) == 1:
@@ -181,7 +203,7 @@ class StreamDataModule(SplitDataModule):
             weights = [weight for _, weight in self.streams]
             return MixtureSampler(data, weights, size, world, rank, self.shuffle_seed, self.shuffle,
                                   self.shuffle_window)  # fmt: skip
-        assert isinstance(data, ShardedDataset)
+        assert isinstance(data, StreamSource)
         return BlockOrderSampler(data.counts, data.index.samples_per_block, world, rank,
                                  self.shuffle_seed, self.shuffle, self.shuffle_window)  # fmt: skip
 

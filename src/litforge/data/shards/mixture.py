@@ -1,5 +1,5 @@
-"""Two or more sharded streams drawn by weight, in one order that resumes exactly like one
-stream's: the position is a count of samples over all processes, on any shape.
+"""Two or more streams (of any format) drawn by weight, in one order that resumes exactly
+like one stream's: the position is a count of samples over all processes, on any shape.
 
 The schedule repeats every `PERIOD` positions: stream i takes n_i of them (its weight's
 share, largest remainder), spread evenly. So how many samples each stream gave before any
@@ -20,8 +20,8 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
+from litforge.data.formats.source import StreamSource
 from litforge.data.shards.order import WINDOW, BlockOrder, LazyOrderSampler
-from litforge.data.shards.reader import ShardedDataset
 
 PERIOD = 1000  # positions per repetition of the stream schedule
 
@@ -47,9 +47,10 @@ def schedule(counts: Sequence[int]) -> list[int]:
 
 
 class MixtureDataset(Dataset):
-    """The streams' samples one after another: stream i's sample j at `offsets[i] + j`."""
+    """The streams' samples one after another: stream i's sample j at `offsets[i] + j`
+    (streams of any format: litforge's shards, Parquet, WebDataset)."""
 
-    def __init__(self, streams: Sequence[ShardedDataset]) -> None:
+    def __init__(self, streams: Sequence[StreamSource]) -> None:
         self.streams = list(streams)
         self.offsets = list(itertools.accumulate([0, *(len(s) for s in self.streams)]))
 
