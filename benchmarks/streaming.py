@@ -2,9 +2,14 @@
 loader's state loaded to its first batch, resumed at 90% of an epoch over resumed at 10%
 (a 200,000-sample dataset in 50 shards; one stream, and a mixture of two); and
 `stream_warm_throughput`: the streamed digits loader with its local cache warm (a fresh
-dataset, as after a restart) over the in-memory digits loader, samples/s at 0 workers.
+dataset, as after a restart) over the in-memory digits loader, samples/s at 0 workers;
+`stream_cold_vs_download` / `stream_cold_vs_per_block`: a first epoch from the S3 test
+server with an empty cache, over a plain sequential download of the same shards through
+the same fsspec filesystem, and over the same epoch read one request per block (the read
+path before read-ahead, `readahead_bytes=0`), with the requests of each.
 
-CPU time of this process, sides interleaved (A B B A), median of paired ratios.
+CPU time of this process, sides interleaved (A B B A), median of paired ratios; the cold
+figures in wall time (they wait on the store, not the CPU).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset, TensorDataset
+
+import threading
 
 from benchmarks.harness import scratch_dir
 from benchmarks.stats import Figure
@@ -33,6 +40,108 @@ def _write_large(root: Path, name: str) -> str:
     samples = (torch.full((4,), float(i)) for i in range(SAMPLES))
     write_shards(samples, url, samples_per_shard=PER_SHARD, samples_per_block=64)
     return url
+
+
+COLD_SAMPLES, COLD_PER_SHARD, COLD_FLOATS = 20_000, 1_000, 1_024  # 80 MB in 20 shards
+
+
+class _Counted(ShardedDataset):
+    """A dataset that counts its requests to the store (from any thread)."""
+
+    def _fetch(self, name, start=None, end=None, **kwargs):  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.requests += 1
+        return super()._fetch(name, start, end, **kwargs)
+
+    def _read_index(self):  # type: ignore[no-untyped-def]
+        self.lock, self.requests = threading.Lock(), 0
+        return super()._read_index()
+
+
+def _cold_epoch(url: str, cache: Path, readahead_bytes: int) -> tuple[float, int]:
+    """Wall seconds of a first epoch (empty cache, fresh dataset, 0 workers) and its
+    requests to the store."""
+    shutil.rmtree(cache, ignore_errors=True)
+    start = time.perf_counter()
+    data = _Counted(url, cache_dir=str(cache), readahead_bytes=readahead_bytes)
+    sampler = BlockOrderSampler(data.counts, data.index.samples_per_block, seed=0)
+    for _ in ResumableLoader(data, batch_size=BATCH, sampler=sampler):
+        pass
+    return time.perf_counter() - start, data.requests
+
+
+def _download_s(url: str) -> float:
+    """Wall seconds to read every shard whole, one after another, through the filesystem
+    the dataset opens (its options), with a fresh instance as a fresh dataset has."""
+    import fsspec
+
+    from litforge.data.shards.reader import _one_try
+
+    start = time.perf_counter()
+    fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True, **_one_try(url, {}))
+    for name in sorted(p for p in fs.ls(root, detail=False) if p.endswith(".lfs")):
+        fs.cat_file(name)
+    return time.perf_counter() - start
+
+
+def measure_cold(repeats: int) -> dict[str, Figure]:
+    """The cold figures, on a moto S3 server started here (tests/s3server.py)."""
+    import os
+
+    from tests.s3server import S3Server
+
+    root = scratch_dir()
+    server = S3Server(root)
+    saved = {k: os.environ.get(k) for k in server.env()}
+    try:
+        server.start()
+        os.environ.update(server.env())
+        url = "s3://litforge/cold"
+        samples = (torch.full((COLD_FLOATS,), float(i)) for i in range(COLD_SAMPLES))
+        write_shards(samples, url, samples_per_shard=COLD_PER_SHARD, samples_per_block=64)
+        cache = root / "cache"
+        _download_s(url), _cold_epoch(url, cache, 64 << 20)  # warm up the server and imports
+        vs_download, vs_old, requests = [], [], {}
+        for r in range(repeats):
+            sides = ("download", "ahead", "per_block")
+            times = {}
+            for side in sides if r % 2 == 0 else reversed(sides):
+                if side == "download":
+                    times[side] = _download_s(url)
+                else:
+                    times[side], requests[side] = _cold_epoch(
+                        url, cache, 64 << 20 if side == "ahead" else 0
+                    )
+            vs_download.append(times["download"] / times["ahead"])
+            vs_old.append(times["per_block"] / times["ahead"])
+        mb = COLD_SAMPLES * COLD_FLOATS * 4 / 1e6
+        shards = COLD_SAMPLES // COLD_PER_SHARD
+        return {
+            "stream_cold_vs_download": Figure.of(
+                vs_download, "x download", ">= 0.8",
+                note=f"a first epoch from the S3 test server (moto, loopback), empty cache, 0 "
+                f"workers, read ahead 64 MiB on 8 threads, over reading its {shards} shards "
+                f"({mb:.0f} MB, {COLD_SAMPLES:,} samples) whole one after another through the "
+                f"same fsspec filesystem; wall time; {requests['ahead']} requests per epoch",
+                extra={"requests_per_epoch": requests["ahead"]},
+            ),
+            "stream_cold_vs_per_block": Figure.of(
+                vs_old, "x per block", ">= 3",
+                note="the same first epoch over it read one range request per block (the read "
+                f"path before read-ahead, readahead_bytes=0): {requests['ahead']} requests per "
+                f"epoch, against {requests['per_block']}",
+                extra={"requests_per_epoch": requests["ahead"],
+                       "requests_per_epoch_per_block": requests["per_block"]},
+            ),
+        }  # fmt: skip
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _sampler(data: Dataset, at: float) -> LazyOrderSampler:
@@ -107,6 +216,7 @@ def measure(repeats: int = 7) -> dict[str, Figure]:
             rates.append(got["stream"] / got["memory"])
         single, mixed = _ratio(one, repeats), _ratio(two, repeats)
         return {
+            **measure_cold(repeats),
             "stream_resume_90_vs_10": Figure.of(
                 single, "x at 10%", "<= 1.1",
                 note=f"a loader's state loaded to its first batch at 90% / 10% of an epoch: "

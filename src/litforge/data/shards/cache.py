@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("litforge")
 _WARNED: set[str] = set()  # directories already warned about in this process
@@ -35,6 +37,7 @@ class BlockCache:
         self.dir = Path(directory)
         self.max_bytes = max_bytes
         self.off = False  # set after a failed write: reads go on uncached
+        self._lock = threading.Lock()  # read-ahead threads put at once
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             for stale in self.dir.glob("*.partial"):
@@ -45,6 +48,12 @@ class BlockCache:
             Path(probe).unlink(missing_ok=True)
         except OSError as err:
             self._give_up(err)
+
+    def __getstate__(self) -> dict[str, Any]:  # to DataLoader workers: a lock of their own
+        return {**self.__dict__, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def _give_up(self, err: OSError) -> None:
         self.off = True
@@ -72,12 +81,30 @@ class BlockCache:
         """Forget a cached block found damaged."""
         self._path(key).unlink(missing_ok=True)
 
+    def has(self, key: str) -> bool:
+        return not self.off and self._path(key).exists()
+
     def put(self, key: str, data: bytes) -> None:
-        if self.off or len(data) > self.max_bytes:
+        self.put_many([(key, data)])
+
+    def put_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Each (key, bytes), the oldest evicted first to make room for them within
+        `max_bytes`: once for a range's blocks, not once per block (each eviction lists the
+        directory). The newest that fit are kept."""
+        fit: list[tuple[str, bytes]] = []
+        total = 0
+        for key, data in reversed(items):
+            if total + len(data) <= self.max_bytes:
+                fit.append((key, data))
+                total += len(data)
+        fit.reverse()  # written oldest first, as they came
+        if self.off or not fit:
             return
         try:
-            self._write(key, data)
-            self._evict()
+            with self._lock:
+                self._evict(room=total)
+                for key, data in fit:
+                    self._write(key, data)
         except OSError as err:  # a full disk, a directory made read-only meanwhile
             self._give_up(err)
 
@@ -100,7 +127,8 @@ class BlockCache:
     def _partial(self) -> tuple[int, str]:
         return tempfile.mkstemp(dir=self.dir, prefix=f"{os.getpid()}-", suffix=".partial")
 
-    def _evict(self) -> None:
+    def _evict(self, room: int = 0) -> None:
+        """The oldest entries, until `room` more bytes fit within `max_bytes`."""
         entries = []
         for path in self.dir.glob("*.blk"):
             try:
@@ -110,10 +138,16 @@ class BlockCache:
             entries.append((stat.st_mtime, stat.st_size, path))
         total = sum(size for _, size, _ in entries)
         for _, size, path in sorted(entries):
-            if total <= self.max_bytes:
+            if total + room <= self.max_bytes:
                 break
             path.unlink(missing_ok=True)
             total -= size
 
     def size(self) -> int:
-        return sum(p.stat().st_size for p in self.dir.glob("*.blk") if p.exists())
+        total = 0
+        for path in self.dir.glob("*.blk"):
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue  # evicted meanwhile
+        return total

@@ -39,6 +39,8 @@ class StreamArgs(LoaderArgs, total=False):
     shuffle_window: int
     cache_dir: str | None
     cache_bytes: int
+    readahead_bytes: int
+    read_threads: int
     retries: int
     prefetch_factor: int
     record_ids: bool
@@ -98,6 +100,9 @@ class StreamDataModule(SplitDataModule):
     shuffle_window: blocks whose samples are shuffled together (`order`); each loader
     process keeps as many decoded blocks in memory;
     cache_dir / cache_bytes: a local cache of fetched blocks, bounded (None: memory only);
+    readahead_bytes: bytes of the order's next blocks each loader process fetches ahead,
+    as large range requests (0: one request per block, when it is read);
+    read_threads: range requests each loader process keeps in flight;
     retries: attempts per read after the first, with exponential backoff;
     prefetch_factor: training batches each loader worker reads ahead;
     record_ids: write the ids of the samples each rank trained on (`audit`);
@@ -115,6 +120,8 @@ class StreamDataModule(SplitDataModule):
         shuffle_window: int = WINDOW,
         cache_dir: str | None = None,
         cache_bytes: int = 1 << 30,
+        readahead_bytes: int = 64 << 20,
+        read_threads: int = 8,
         retries: int = 5,
         prefetch_factor: int = 2,
         record_ids: bool = False,
@@ -124,6 +131,7 @@ class StreamDataModule(SplitDataModule):
     ) -> None:
         super().__init__(batch_size=batch_size, **loader)
         at_least(cache_bytes=(cache_bytes, 0), retries=(retries, 0),
+                 readahead_bytes=(readahead_bytes, 0), read_threads=(read_threads, 1),
                  prefetch_factor=(prefetch_factor, 1), shuffle_window=(shuffle_window, 1))  # fmt: skip
         self.shuffle_window = shuffle_window
         self.prefetch_factor = prefetch_factor
@@ -156,6 +164,7 @@ class StreamDataModule(SplitDataModule):
                     own.get("columns", columns), key, cache_dir=cache_dir,
                     cache_bytes=cache_bytes, retries=retries, storage_options=storage_options,
                     memory_blocks=shuffle_window + 1,
+                    readahead_bytes=readahead_bytes, read_threads=read_threads,
                 ))  # fmt: skip
         self.split_streams = splits
         if len(self.streams) == 1:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterator
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -31,6 +32,53 @@ def _perm(n: int, seed: int) -> list[int]:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed & _MASK)).tolist()
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Which `BlockOrder` an index was drawn from, less what its dataset knows (the shards'
+    sample counts, the samples per block): the reader rebuilds the order from it to know
+    the next blocks (`BlockOrder.ahead`)."""
+
+    seed: int
+    epoch: int
+    shuffle: bool
+    window: int
+    group: int
+
+    def order(self, counts: list[int], block: int) -> BlockOrder:
+        return BlockOrder(counts, block, self.seed, self.epoch, self.shuffle, self.window,
+                          self.group)  # fmt: skip
+
+
+class Planned(int):
+    """A sample index that carries its order's `plan` from the sampler to the process that
+    reads it. A DataLoader worker receives the indices and nothing else each epoch (its
+    copy of the dataset is made once, with persistent workers), so the plan travels with
+    them; pickled once per batch (pickle keeps one copy of the shared plan). Shifted by an
+    int (a mixture's stream offset) it keeps its plan; otherwise it is the int it is."""
+
+    plan: Plan
+
+    def __new__(cls, value: int, plan: Plan) -> Planned:
+        index = super().__new__(cls, value)
+        index.plan = plan
+        return index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Planned, (int(self), self.plan))
+
+    def __add__(self, other: Any) -> Any:
+        if type(other) is int:
+            return Planned(int(self) + other, self.plan)
+        return int.__add__(self, other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        if type(other) is int:
+            return Planned(int(self) - other, self.plan)
+        return int.__sub__(self, other)
+
+
 class BlockOrder:
     """Epoch `epoch`'s order of the samples of shards with `counts` samples each, `block`
     samples per block."""
@@ -38,6 +86,7 @@ class BlockOrder:
     def __init__(self, counts: list[int], block: int, seed: int, epoch: int, shuffle: bool,
                  window: int = WINDOW, group: int = GROUP) -> None:  # fmt: skip
         self.counts, self.block, self.shuffle, self.window = counts, block, shuffle, window
+        self.plan = Plan(seed, epoch, shuffle, window, group)
         self.key = seed * 1_000_003 + epoch
         self.starts = list(itertools.accumulate([0, *counts]))  # shard -> first global index
         order = _perm(len(counts), self.key) if shuffle else list(range(len(counts)))
@@ -45,6 +94,8 @@ class BlockOrder:
         sizes = [sum(counts[s] for s in g) for g in self.groups]
         self.group_starts = list(itertools.accumulate([0, *sizes]))  # group -> position
         self.size = self.starts[-1]
+        self.group_of = {s: g for g, shards in enumerate(self.groups) for s in shards}
+        self._read: dict[int, tuple[list[tuple[int, int]], dict[tuple[int, int], int]]] = {}
 
     def _blocks(self, g: int) -> list[tuple[int, int]]:
         """Group `g`'s blocks as (first global index, samples), in their order."""
@@ -56,8 +107,39 @@ class BlockOrder:
             blocks = [blocks[k] for k in _perm(len(blocks), self.key * 1_000_033 + g)]
         return blocks
 
+    def _read_order(self, g: int) -> tuple[list[tuple[int, int]], dict[tuple[int, int], int]]:
+        """Group `g`'s blocks as (shard, block in the shard) in their order, and each one's
+        place in that list (the last two groups asked are kept)."""
+        if g not in self._read:
+            blocks = []
+            for first, _ in self._blocks(g):
+                shard = bisect.bisect_right(self.starts, first) - 1
+                blocks.append((shard, (first - self.starts[shard]) // self.block))
+            if len(self._read) >= 2:
+                del self._read[next(iter(self._read))]
+            self._read[g] = (blocks, {b: i for i, b in enumerate(blocks)})
+        return self._read[g]
+
+    def window_of(self, index: int) -> tuple[int, int]:
+        """The (group, first place in its block order) of the window that holds sample
+        `index`: where a reader of that sample stands in the order."""
+        shard = bisect.bisect_right(self.starts, index) - 1
+        g = self.group_of[shard]
+        place = self._read_order(g)[1][(shard, (index - self.starts[shard]) // self.block)]
+        return g, place - place % self.window
+
+    def ahead(self, g: int, place: int) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+        """((group, place), (shard, block)) of the order's blocks from place `place` of
+        group `g` to the epoch's end, in the order a reader needs them (a window's blocks
+        are needed together)."""
+        for group in range(g, len(self.groups)):
+            blocks = self._read_order(group)[0]
+            first = place if group == g else 0
+            yield from (((group, p), blocks[p]) for p in range(first, len(blocks)))
+
     def from_position(self, position: int) -> Iterator[int]:
-        """Global sample indices of the order from `position` to the end."""
+        """Global sample indices of the order from `position` to the end, each carrying
+        the order's plan (`Planned`)."""
         if position >= self.size:
             return
         at = bisect.bisect_right(self.group_starts, position) - 1
@@ -74,7 +156,8 @@ class BlockOrder:
                 if self.shuffle:
                     seed = (self.key * 1_000_033 + g) * 7919 + w
                     indices = [indices[k] for k in _perm(len(indices), seed)]
-                yield from indices[offset:]
+                plan = self.plan
+                yield from (Planned(i, plan) for i in indices[offset:])
                 offset = 0
 
 

@@ -1,6 +1,9 @@
 """A sharded dataset at an fsspec URL as a map-style dataset that fetches only the blocks
-asked for (one range request each), through a small in-memory LRU and a bounded disk
-cache. Nothing is downloaded up front: a fresh machine reads its first block at once.
+asked for, through a small in-memory LRU and a bounded disk cache. Nothing is downloaded
+up front: a fresh machine reads its first block at once. Read in a sampler's order (its
+indices carry their plan, `order.Planned`), the next blocks are read ahead in the
+background as large range requests (`readahead`); an index without a plan reads its block
+with one range request.
 
 Store errors are retried with exponential backoff; after the last attempt the run stops
 with one line (`DataStoreUnreachable`, an interruption: the same command continues from
@@ -27,6 +30,7 @@ from torch.utils.data import Dataset
 from litforge.data.shards import format as fmt
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
+from litforge.data.shards.readahead import ReadAhead
 from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
 
@@ -79,8 +83,15 @@ class ShardedDataset(Dataset):
         backoff_s: float = 0.5,
         storage_options: dict[str, Any] | None = None,
         memory_blocks: int = 65,
+        readahead_bytes: int = 64 << 20,
+        read_threads: int = 8,
     ) -> None:
         self.memory_blocks = memory_blocks  # decoded blocks kept: a shuffle window's, and one
+        # Bytes of the order's next blocks fetched ahead and not yet read (0: none, each
+        # block is its own request), on read_threads concurrent range requests.
+        self.readahead_bytes, self.read_threads = readahead_bytes, read_threads
+        self._ahead: ReadAhead | None = None
+        self._ahead_pid = 0
         self.url, self.cache_dir, self.cache_bytes = url, cache_dir, cache_bytes
         self.retries, self.backoff_s = retries, backoff_s
         self.storage_options = _one_try(url, dict(storage_options or {}))
@@ -101,7 +112,7 @@ class ShardedDataset(Dataset):
     # -- the store --------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:  # to DataLoader workers: no live connection
-        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict()}
+        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict(), "_ahead": None}
 
     @property
     def fs(self) -> Any:
@@ -185,9 +196,9 @@ class ShardedDataset(Dataset):
         if not 0 <= index < len(self):
             raise IndexError(index)
         shard = bisect.bisect_right(self.starts, index) - 1
-        within = index - self.starts[shard]
+        within = int(index) - self.starts[shard]  # (int: a Planned index's plan stays below)
         per = self.index.samples_per_block
-        return self._block(shard, within // per)[within % per]
+        return self._block(shard, within // per, index)[within % per]
 
     def stall_advice(self) -> str:
         """The streaming knobs, for the data-wait warning (litforge.hooks.AdvisesOnStalls)."""
@@ -198,13 +209,13 @@ class ShardedDataset(Dataset):
         shard = bisect.bisect_right(self.starts, index) - 1
         return f"{redact_url(self.url)}/{self.index.shards[shard].name}", index - self.starts[shard]
 
-    def _block(self, shard: int, block: int) -> list[Any]:
+    def _block(self, shard: int, block: int, index: int | None = None) -> list[Any]:
         key = (shard, block)
         if key in self._blocks:
             self._blocks.move_to_end(key)
             return self._blocks[key]
         info, per = self.index.shards[shard], self.index.samples_per_block
-        data = self._block_bytes(shard, block)
+        data = self._read_ahead(shard, block, index) or self._block_bytes(shard, block)
         try:
             samples = fmt.decode_block(data, min(per, info.samples - block * per))
         except fmt.Damaged as err:
@@ -219,12 +230,29 @@ class ShardedDataset(Dataset):
             f"{redact_url(self.url).rstrip('/')}/{name}: damaged: {what}; {fmt.REWRITE}"
         )
 
+    def _read_ahead(self, shard: int, block: int, index: int | None) -> bytes | None:
+        """The block from the read-ahead, when `index` came with its order's plan."""
+        plan = getattr(index, "plan", None)
+        if plan is None or self.readahead_bytes <= 0:
+            return None
+        if self._ahead is None or self._ahead_pid != os.getpid():  # one per process
+            self._ahead = ReadAhead(self, self.readahead_bytes, self.read_threads)
+            self._ahead_pid = os.getpid()
+        return self._ahead.take(plan, index, shard, block)  # type: ignore[arg-type]
+
+    def _block_key(self, shard: int, block: int) -> str:
+        # Datasets may share one cache directory: keyed on the URL and index bytes too.
+        return f"{self._cache_key}-{self.index.shards[shard].name}-{block}"
+
+    def _cached(self, shard: int, block: int) -> bool:
+        return self._cache is not None and self._cache.has(self._block_key(shard, block))
+
     def _block_bytes(self, shard: int, block: int) -> bytes:
         """Block `block` of `shard`, from the disk cache or the store, as its digest says."""
         name = self.index.shards[shard].name
         offsets, digests = self._header(shard)
         start, end, digest = offsets[block], offsets[block + 1], digests[block]
-        key = f"{self._cache_key}-{name}-{block}"  # datasets may share one cache directory
+        key = self._block_key(shard, block)
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
             try:
                 fmt.check_block(hit, block, start, end, digest)
