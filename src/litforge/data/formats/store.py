@@ -101,7 +101,8 @@ class FileDataset(Dataset):
         return self._fs
 
     def path(self, name: str) -> str:
-        """`name`'s path on the filesystem (`name` lies in `directory`)."""
+        """`name`'s path on the filesystem (a file name in `directory`, such as the kept
+        index's)."""
         self.fs  # noqa: B018 - sets _root
         base = self._root.rstrip("/")
         return (
@@ -151,12 +152,14 @@ class FileDataset(Dataset):
         `url`'s parent's `PREFIX*SUFFIX` (a split kept as a prefix of names)."""
         where = f"data.url={redact_url(self.url)}"
         try:
-            found = self._ls(self.url)
+            self.fs  # noqa: B018 - sets _root
+            found = self._ls(self._root)
             directory = self.url
             if not found and "/" in self.url:
                 directory, split = self.url.rsplit("/", 1)
                 starts = PREFIXES.get(split, (split,))
-                found = [f for f in self._ls(directory) if f.name.startswith(starts)]
+                parent = self._root.rstrip("/").rsplit("/", 1)[0]
+                found = [f for f in self._ls(parent) if f.name.startswith(starts)]
         except DataStoreUnreachable as err:
             raise ConfigError(str(err)) from None
         except Exception as err:  # noqa: BLE001 - an unknown protocol, a missing package
@@ -173,8 +176,8 @@ class FileDataset(Dataset):
             )
         return directory, sorted(found, key=lambda f: f.name)
 
-    def _ls(self, url: str) -> list[Listed]:
-        fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True, **self.storage_options)
+    def _ls(self, root: str) -> list[Listed]:
+        fs = self.fs
 
         def listing() -> list[dict[str, Any]]:
             try:

@@ -131,6 +131,30 @@ def members(read: Callable[[int], bytes], keep_data: bool,
         pos += padded
 
 
+class Chunked:
+    """Small sequential reads served from large ones (`read(size)` of the file): the scan
+    parses a header per member, which through a file object's own buffering costs more
+    than the download."""
+
+    def __init__(self, read: Callable[[int], bytes], size: int) -> None:
+        self._read, self._size = read, size
+        self._data, self._at = b"", 0
+
+    def read(self, n: int) -> bytes:
+        if self._at + n > len(self._data):
+            rest, parts, need = self._data[self._at :], [], n - (len(self._data) - self._at)
+            while need > 0:
+                chunk = self._read(max(self._size, need))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                need -= len(chunk)
+            self._data, self._at = rest + b"".join(parts), 0
+        out = self._data[self._at : self._at + n]
+        self._at += len(out)
+        return out
+
+
 def key_ext(name: str) -> tuple[str, str] | None:
     """A member name's (key, extension), or None for one WebDataset skips (no extension)."""
     match = _KEY_EXT.match(name)

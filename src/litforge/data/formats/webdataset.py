@@ -21,8 +21,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import fsspec
-
 from litforge.data.formats import tar
 from litforge.data.formats.columns import Columns, decode_member
 from litforge.data.formats.source import FileLayout, FilePart
@@ -33,6 +31,7 @@ from litforge.errors import redact_url
 log = logging.getLogger("litforge")
 BLOCK_SAMPLES = 64  # samples per block (one range read each)
 INDEX_FORMAT, INDEX_VERSION = "litforge-webdataset-index", 1
+_SCAN_READ = 8 << 20  # bytes per read of the one scan: a sequential download
 
 
 class WebDatasetDataset(FileDataset):
@@ -61,8 +60,11 @@ class WebDatasetDataset(FileDataset):
         if self.cache_dir is not None:
             key = hashlib.sha256(redact_url(self.url).encode()).hexdigest()[:16]
             return str(Path(self.cache_dir) / f"{key}-webdataset-index.json")
+        return f"{self.directory}/{self._index_name()}"
+
+    def _index_name(self) -> str:
         split = "" if self.directory == self.url else "-" + self.url.rsplit("/", 1)[-1]
-        return f"{self.directory}/litforge-index{split}.json"
+        return f"litforge-index{split}.json"
 
     def _load_kept(self, where: str) -> dict[str, dict[str, Any]]:
         """The kept index's entries by tar name; {} when there is none or it is not one
@@ -71,8 +73,8 @@ class WebDatasetDataset(FileDataset):
             if self.cache_dir is not None:
                 raw = Path(where).read_bytes()
             else:
-                fs, path = self._at(where)
-                raw = self.call("reading the index", lambda: fs.cat_file(path),
+                path = self.path(self._index_name())
+                raw = self.call("reading the index", lambda: self.fs.cat_file(path),
                                 retries=min(self.retries, 2), before_training=True)  # fmt: skip
             record = json.loads(raw)
         except (OSError, ValueError, RecursionError):
@@ -85,9 +87,6 @@ class WebDatasetDataset(FileDataset):
         ):
             return {}
         return {name: entry for name, entry in record["tars"].items() if _entry_ok(entry)}
-
-    def _at(self, url: str) -> tuple[Any, str]:
-        return fsspec.core.url_to_fs(url, skip_instance_cache=True, **self.storage_options)
 
     def _indexed(self) -> list[dict[str, Any]]:
         """Each listed tar's index entry: kept, or built by scanning it (then kept)."""
@@ -121,8 +120,10 @@ class WebDatasetDataset(FileDataset):
         name = listed.name
 
         def scan() -> tar.TarIndex:
-            with self.fs.open(self.path(name), "rb", block_size=8 << 20) as stream:
-                return tar.index_tar(stream.read, BLOCK_SAMPLES)
+            with self.fs.open(
+                self.path(name), "rb", block_size=_SCAN_READ, cache_type="none"
+            ) as stream:
+                return tar.index_tar(tar.Chunked(stream.read, _SCAN_READ).read, BLOCK_SAMPLES)
 
         try:
             found = self.call(f"indexing {name}", scan, before_training=True)
@@ -145,8 +146,7 @@ class WebDatasetDataset(FileDataset):
                 partial.write_bytes(raw)
                 os.replace(partial, where)
             else:
-                fs, path = self._at(where)
-                fs.pipe_file(path, raw)
+                self.fs.pipe_file(self.path(self._index_name()), raw)
         except Exception as err:  # noqa: BLE001 - a read-only bucket or disk: not fatal
             log.warning("the index of %s cannot be kept at %s (%s): each start scans the tars "
                         "again; set data.cache_dir to keep it locally", redact_url(self.url),
