@@ -123,14 +123,14 @@ _TORCH = {"pth", "pt"}
 
 def decode_member(ext: str, data: bytes) -> Any:
     """A WebDataset member's bytes by the last part of its extension, as webdataset's
-    default decoders do: cls/id... an int, txt a str, json its value, npy a tensor
+    default decoders do: cls/id... an int (a 0-d int64 tensor), txt a str, json its value, npy a tensor
     (`allow_pickle=False`), pth `torch.load(weights_only=True)`; anything else (images,
     audio) its bytes, for a transform of yours. A ValueError says what does not decode.
     Never unpickles: a tar is anyone's."""
     last = ext.rsplit(".", 1)[-1].lower()
     try:
-        if last in _INTS:
-            return int(data.decode().strip())
+        if last in _INTS:  # a 0-d tensor, as a Parquet number: a mixture's batches collate
+            return torch.tensor(int(data.decode().strip()), dtype=torch.int64)
         if last in _TEXTS:
             return data.decode()
         if last in _JSON:
