@@ -49,6 +49,8 @@ def test_parquet_rows_come_as_the_columns_say_a_row_group_per_read(tmp_path):
     assert data.locate(30) == (f"{url}/part-1.parquet", 5)
     assert open_source(url, format="parquet", columns={"inp": "x", "id": "name"})[3]["id"] == "s3"
     assert set(open_source(url, format="parquet")[0]) == {"x", "y", "name"}
+    assert data.stall_advice().endswith("blocks here are 8 samples (write the files with "
+                                        "larger row groups)")  # fmt: skip
 
 
 def test_parquet_row_groups_of_other_sizes_read_as_blocks_of_the_largest(tmp_path):

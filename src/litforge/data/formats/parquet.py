@@ -90,6 +90,7 @@ class ParquetDataset(FileDataset):
 
     suffix = ".parquet"
     advice = "write the file again (pyarrow.parquet.write_table), or move it out of the directory"
+    block_advice = "write the files with larger row groups"
 
     def __init__(self, url: str, columns: Columns, **reader: Any) -> None:
         super().__init__(url, **reader)

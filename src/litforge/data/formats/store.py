@@ -54,6 +54,7 @@ class FileDataset(Dataset):
 
     suffix = ""  # the files' name ending, e.g. ".parquet"
     advice = ""  # what to do about a damaged file
+    block_advice = ""  # how the files' blocks get larger
 
     def __init__(
         self,
@@ -231,5 +232,10 @@ class FileDataset(Dataset):
         return f"{redact_url(self.directory)}/{name}", index - self.starts[file]
 
     def stall_advice(self) -> str:
-        """The streaming knobs, for the data-wait warning (litforge.hooks.AdvisesOnStalls)."""
-        return stall_advice(redact_url(self.url), self.cache_dir, self.layout.samples_per_block)
+        """The streaming knobs, for the data-wait warning (litforge.hooks.AdvisesOnStalls):
+        the shards' advice, less its last clause (how to write larger shard blocks)."""
+        shards = stall_advice(redact_url(self.url), self.cache_dir, self.layout.samples_per_block)
+        return shards.rsplit("; fewer, larger reads", 1)[0] + (
+            f"; fewer, larger reads: blocks here are {self.layout.samples_per_block} samples "
+            f"({self.block_advice})"
+        )

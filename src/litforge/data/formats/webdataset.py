@@ -39,6 +39,7 @@ class WebDatasetDataset(FileDataset):
 
     suffix = ".tar"
     advice = "write the tar again, or move it out of the directory"
+    block_advice = "fixed for tars: raise data.num_workers instead"
 
     def __init__(self, url: str, columns: Columns, **reader: Any) -> None:
         super().__init__(url, **reader)
