@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import threading
 import time
 from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset, TensorDataset
-
-import threading
 
 from benchmarks.harness import scratch_dir
 from benchmarks.stats import Figure

@@ -29,6 +29,7 @@ EXTRA_OF = {
     "accelerate": "hf",
     "bitsandbytes": "qlora",
     "sky": "cloud",
+    "pyarrow": "parquet",
 }
 
 

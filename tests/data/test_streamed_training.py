@@ -98,7 +98,7 @@ def test_a_store_outage_mid_epoch_stops_in_one_line_and_the_rerun_continues(
     write_digits("s3://litforge/digits")
     args = ["data=digits_stream", "data.url=s3://litforge/digits", "data.retries=1",
             "data.shuffle_window=1",  # one block per batch: every step reads the store
-            "+data.readahead_bytes=0",  # (read ahead, the next blocks are already here)
+            "data.readahead_bytes=0",  # (read ahead, the next blocks are already here)
             "trainer.max_steps=12", "checkpoint.every_n_train_steps=3", "test=false"]  # fmt: skip
     helpers.CURRENT_S3 = s3
     try:

@@ -22,10 +22,11 @@ import fsspec
 from torch.utils.data import Dataset
 
 from litforge.data.formats.source import FileLayout
+from litforge.data.shards.access import one_try as _one_try
+from litforge.data.shards.access import stall_advice
 from litforge.data.shards.blocks import Damaged
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
-from litforge.data.shards.reader import _one_try, stall_advice
 from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
 

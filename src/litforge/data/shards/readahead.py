@@ -20,6 +20,7 @@ decodes and collates, where `cat_ranges` blocks its caller until every range is 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -155,10 +156,9 @@ class ReadAhead:
         reader, which then raises its error at that shard's first read, as without this."""
 
         def load(shard: int) -> None:
-            try:
+            # A header that does not read is said by the read that needs it, not here.
+            with contextlib.suppress(DamagedShards, DataStoreUnreachable):
                 self.data._header(shard)
-            except (DamagedShards, DataStoreUnreachable):
-                pass
 
         assert self.order is not None
         missing = [s for s in self.order.groups[group] if s not in self.data._headers]

@@ -28,8 +28,11 @@ import fsspec
 from torch.utils.data import Dataset
 
 from litforge.data.shards import format as fmt
+from litforge.data.shards.access import one_try as _one_try
+from litforge.data.shards.access import stall_advice
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
+from litforge.data.shards.order import Planned
 from litforge.data.shards.readahead import ReadAhead
 from litforge.errors import STORE_ADVICE, ConfigError, redact_url
 from litforge.extras import missing_extra
@@ -43,32 +46,6 @@ class _PastTheEnd(Exception):
 
 def _past_the_end(err: Exception) -> bool:
     return isinstance(err, OSError) and err.errno == errno.EINVAL and "range" in str(err).lower()
-
-
-def _one_try(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """On S3, one attempt per read in botocore (unless the options say otherwise):
-    the reader retries with its own backoff, and a dead endpoint is one line in seconds,
-    not after both libraries' retries (measured: 27 s for a refused port)."""
-    if not url.startswith(("s3://", "s3a://")):
-        return options
-    config = dict(options.get("config_kwargs") or {})
-    config.setdefault("retries", {"max_attempts": 1})
-    config.setdefault("connect_timeout", 10)
-    return {**options, "config_kwargs": config}
-
-
-def stall_advice(where: str, cache_dir: str | None, per_block: int) -> str:
-    cache = (
-        f"data.cache_dir={cache_dir} holds too little? raise data.cache_bytes"
-        if cache_dir
-        else "data.cache_dir=/local/disk (with data.cache_bytes) keeps fetched blocks for the "
-        "next epochs and a restart"
-    )
-    return (
-        f"The data is streamed from {where}: data.num_workers=N fetches blocks in parallel "
-        f"and data.prefetch_factor=K reads K batches ahead per worker; {cache}; fewer, larger "
-        f"reads: litforge shards write --samples-per-block (now {per_block})"
-    )
 
 
 class ShardedDataset(Dataset):
@@ -232,9 +209,9 @@ class ShardedDataset(Dataset):
 
     def _read_ahead(self, shard: int, block: int, index: int | None) -> bytes | None:
         """The block from the read-ahead, when `index` came with its order's plan."""
-        plan = getattr(index, "plan", None)
-        if plan is None or self.readahead_bytes <= 0:
+        if not isinstance(index, Planned) or self.readahead_bytes <= 0:
             return None
+        plan = index.plan
         if self._ahead is None or self._ahead_pid != os.getpid():  # one per process
             self._ahead = ReadAhead(self, self.readahead_bytes, self.read_threads)
             self._ahead_pid = os.getpid()
