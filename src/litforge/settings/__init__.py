@@ -49,7 +49,8 @@ SCHEMAS = (
 
 
 # The one line a refused value gets, unless its field words its own (`key(error=...)`).
-REFUSED = "{key}={value!r} is invalid; {reason}"
+# As the config check words it (validation.checks): the value as the user typed it.
+REFUSED = "{key}={value} is invalid; {reason}"
 
 
 def key(
