@@ -108,7 +108,7 @@ def test_a_target_nodes_keys_are_checked_by_its_class_not_before_the_build():
          "callbacks.throughput.data_wait_warn=0 must be a share of step time in (0, 1] "
          "(1: never warn)"),
         (MemoryBudgetSettings, {"oversubscribe": "yes"},
-         "callbacks.memory_budget.oversubscribe=yes is invalid; must be true or false"),
+         "callbacks.memory_budget.oversubscribe='yes' is invalid; must be true or false"),
         (LauncherSettings, {"kill_after_s": 0},
          "hydra.launcher.kill_after_s=0: give the seconds a trial has to stop after SIGTERM "
          "before it is killed, a number above 0 and at most 3600 (default 60)"),

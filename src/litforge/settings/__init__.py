@@ -49,8 +49,7 @@ SCHEMAS = (
 
 
 # The one line a refused value gets, unless its field words its own (`key(error=...)`).
-# As the config check words it (validation.checks): the value as the user typed it.
-REFUSED = "{key}={value} is invalid; {reason}"
+REFUSED = "{key}={value!r} is invalid; {reason}"
 
 
 def key(
