@@ -261,8 +261,10 @@ class _Tiny(L.LightningModule):
 def test_data_wait_share_is_logged_and_a_stall_is_explained_once(tmp_path, caplog, slow):
     # The fast data is batches made in advance (batch_size=None: nothing to collate), so a
     # fetch takes microseconds against the step's milliseconds on a loaded machine too;
-    # collating 256 samples one by one took as long as the step.
-    batches = [(torch.randn(256, 256), torch.randint(2, (256,))) for _ in range(8)]
+    # collating 256 samples one by one took as long as the step. 2048 rows a batch: with
+    # 256, Lightning's own work between two batches (counted as waiting) reached half of
+    # a ~5 ms step in one window on a loaded CI machine; at 2048 it stays under 1%.
+    batches = [(torch.randn(2048, 256), torch.randint(2, (2048,))) for _ in range(8)]
     # Windows of 4 steps: the median of 3 or 4 waits, so one pause of the process (a garbage
     # collection in a long test session) cannot make a window's share.
     trainer = L.Trainer(
