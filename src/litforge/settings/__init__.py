@@ -43,6 +43,7 @@ SCHEMAS = (
     "litforge.monitors.numerics.settings:NumericsSettings",
     "litforge.monitors.memory_budget_settings:MemoryBudgetSettings",
     "litforge.monitors.throughput_settings:ThroughputSettings",
+    "litforge.monitors.step_breakdown_settings:StepBreakdownSettings",
     "litforge.sweeps.settings:SweeperSettings",
     "litforge.sweeps.pool.settings:LauncherSettings",
 )
