@@ -36,6 +36,7 @@ from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
     check_hardware,
+    convert_module,
     effective_precision,
     explain,
     scaler_plugin,
@@ -92,6 +93,7 @@ def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
     module = construct(cfg.model, "model")
     check_kind(module, L.LightningModule, "model", cfg.model)
     freeze(module, FreezeSettings.of(cfg).freeze)
+    convert_module(cfg, module)  # precision=fp8: before compile, sharding and the optimizer
     check_optimizer(cfg.model, module)
     if is_fsdp_run(cfg):  # before any process starts
         check_shardable(module)

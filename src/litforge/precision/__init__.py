@@ -1,5 +1,6 @@
 """Precision names, hardware checks, the precision Lightning actually runs, and the settings
-a precision brings (float32 matmul precision, the GradScaler of 16-mixed)."""
+a precision brings (float32 matmul precision, the GradScaler of 16-mixed, fp8's float8
+Linear layers: `litforge.precision.fp8`)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ def scaler_plugin(cfg: DictConfig, accelerator: str) -> MixedPrecision | None:
 
     scaler = torch.amp.GradScaler("cuda", **scaler_kwargs(cfg))
     return MixedPrecision("16-mixed", "cuda", scaler=scaler)
+
+
+def convert_module(cfg: DictConfig, module: torch.nn.Module) -> None:
+    """precision=fp8 / fp8-rowwise: the model's suitable Linear layers to torchao float8,
+    in place, when the model is built (before compile, sharding and the optimizer; see
+    litforge.precision.fp8). Nothing for the other precisions; torchao is imported only here."""
+    if PrecisionSettings.of(cfg).fp8 == "off":
+        return
+    from litforge.precision.fp8.run import convert_for_run
+
+    convert_for_run(cfg, module, on_gpu=on_cuda(str(cfg.trainer.get("accelerator", "auto"))))
 
 
 def effective_precision(trainer: Any) -> str:
