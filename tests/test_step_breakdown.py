@@ -13,13 +13,18 @@ import lightning as L
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from litforge import training as train_entry
 from litforge.monitors.step_breakdown import StepBreakdown
+from litforge.monitors.step_breakdown_settings import StepBreakdownSettings
 from litforge.monitors.step_breakdown_trace import analyse, host_segments
+from tests.helpers import ROOT
 from tests.test_bad_input import assert_one_line_error, run
+
+SRC = ROOT / "src" / "litforge"
 
 WAIT, WARMUP, ACTIVE = 2, 1, 4
 TOLERANCE = 0.05
@@ -183,8 +188,13 @@ def test_on_a_gpu_idle_time_belongs_to_what_the_host_did_and_hidden_communicatio
     assert found is not None and found.steps == 1 and found.step_s == pytest.approx(1e-4)
     assert found.device_idle == pytest.approx(0.55)  # 0-50 and 95-100
     assert found.shares == pytest.approx(
-        {"data_wait": 0.40, "forward": 0.30, "backward": 0.20, "communication": 0.05,
-         "other": 0.05}  # fmt: skip
+        {
+            "data_wait": 0.40,
+            "forward": 0.30,
+            "backward": 0.20,
+            "communication": 0.05,
+            "other": 0.05,
+        }  # fmt: skip
     )
 
 
@@ -227,3 +237,9 @@ def test_bad_values_get_one_line(tmp_path, capfd, args, key):
     run_dir = tmp_path / "run"
     code, out, err = run(train_entry.main, ["trainer=cpu", "debug=profile", *args], run_dir, capfd)
     assert_one_line_error(code, out, err, key)
+
+
+def test_the_callbacks_file_holds_the_schemas_defaults():
+    node = OmegaConf.load(SRC / "conf" / "callbacks" / "step_breakdown.yaml").step_breakdown
+    assert node._target_ == StepBreakdownSettings.TARGET
+    assert {k: v for k, v in node.items() if k != "_target_"} == StepBreakdownSettings.defaults()

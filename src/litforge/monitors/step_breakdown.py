@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.profilers import PassThroughProfiler, Profiler
 from lightning.pytorch.utilities import rank_zero_only
@@ -143,7 +142,9 @@ class StepBreakdown(L.Callback):
     def _ready(self, trainer: L.Trainer, prof: profile) -> None:
         self._finish()
         self._done = True
-        self.trace_path = Path(trainer.default_root_dir) / TRACE_DIR / f"rank{trainer.global_rank}.pt.trace.json"
+        self.trace_path = (
+            Path(trainer.default_root_dir) / TRACE_DIR / f"rank{trainer.global_rank}.pt.trace.json"
+        )
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(self.trace_path))
         self.breakdown = analyse(json.loads(self.trace_path.read_text()), _callback_parts(trainer))
@@ -170,7 +171,9 @@ class StepBreakdown(L.Callback):
             self._finish()
         self._close(trainer)
 
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException) -> None:
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
+    ) -> None:
         self._finish()
         self._close(trainer)
 
@@ -186,8 +189,10 @@ class StepBreakdown(L.Callback):
 def _callback_parts(trainer: L.Trainer) -> dict[str, tuple[str, str]]:
     """Each callback's `state_key` (what Lightning names its hooks by) -> (category, label)."""
     return {
-        callback.state_key: ("checkpoint" if isinstance(callback, Checkpoint) else "callbacks",
-                             type(callback).__name__)  # fmt: skip
+        callback.state_key: (
+            "checkpoint" if isinstance(callback, Checkpoint) else "callbacks",
+            type(callback).__name__,
+        )  # fmt: skip
         for callback in trainer.callbacks  # type: ignore[attr-defined]
     }
 

@@ -35,7 +35,9 @@ def screen(found: Breakdown, trace: Path, facts: Mapping[str, Any]) -> str:
     ]
     for category in CATEGORIES:
         share = found.shares.get(category, 0.0)
-        detail = ", ".join(f"{label} {100 * s:.1f}%" for (_, label), s in found.top_parts(2, category))
+        detail = ", ".join(
+            f"{label} {100 * s:.1f}%" for (_, label), s in found.top_parts(2, category)
+        )
         bar = "#" * round(40 * share)
         lines.append(f"  {TITLES[category]:<26}{100 * share:5.1f}%  {bar}"
                      + (f"  ({detail})" if detail and category != "other" else ""))  # fmt: skip

@@ -76,7 +76,9 @@ class Breakdown:
             "largest": {f"{c}:{label}": round(s, 4) for (c, label), s in self.top_parts(5)},
         }
 
-    def top_parts(self, count: int, category: str | None = None) -> list[tuple[tuple[str, str], float]]:
+    def top_parts(
+        self, count: int, category: str | None = None
+    ) -> list[tuple[tuple[str, str], float]]:
         found = [(k, s) for k, s in self.parts.items() if category in (None, k[0]) and k[1]]
         return sorted(found, key=lambda item: -item[1])[:count]
 
@@ -113,7 +115,9 @@ def classify(name: str, callbacks: Mapping[str, tuple[str, str]]) -> tuple[str, 
 Segment = tuple[float, float, str, str]  # start, end (µs), category, label
 
 
-def host_segments(ranges: Iterable[tuple[float, float, str, str]], t0: float, t1: float) -> list[Segment]:
+def host_segments(
+    ranges: Iterable[tuple[float, float, str, str]], t0: float, t1: float
+) -> list[Segment]:
     """[t0, t1] cut into pieces, each owned by the innermost range open over it (ranges of one
     thread nest; one that outlives its parent is clipped to it)."""
     found: list[Segment] = []
