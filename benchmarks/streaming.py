@@ -6,7 +6,9 @@ dataset, as after a restart) over the in-memory digits loader, samples/s at 0 wo
 `stream_cold_vs_download` / `stream_cold_vs_per_block`: a first epoch from the S3 test
 server with an empty cache, over a plain sequential download of the same shards through
 the same fsspec filesystem, and over the same epoch read one request per block (the read
-path before read-ahead, `readahead_bytes=0`), with the requests of each.
+path before read-ahead, `readahead_bytes=0`), with the requests of each; the
+`stream_cold_link_*` figures the same through a model of a rented machine's link to the
+store (benchmarks/link.py: a per-connection rate and a first-byte latency).
 
 CPU time of this process, sides interleaved (A B B A), median of paired ratios; the cold
 figures in wall time (they wait on the store, not the CPU).
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -83,8 +87,49 @@ def _download_s(url: str) -> float:
     return time.perf_counter() - start
 
 
+LINK_RATE, LINK_LATENCY = 64e6, 0.02  # bytes/s per connection, seconds to a first byte
+
+
+def _linked(port: int) -> tuple[subprocess.Popen[str], str]:
+    """The link model (benchmarks/link.py) in front of the store on `port`: its endpoint."""
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.link", "--target", str(port),
+         "--rate", str(LINK_RATE), "--latency", str(LINK_LATENCY)],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    assert proxy.stdout is not None
+    return proxy, f"http://127.0.0.1:{proxy.stdout.readline().strip()}"
+
+
+def _cold_sides(url: str, cache: Path, sides: tuple[str, ...], repeats: int) -> tuple[
+    dict[str, list[float]], dict[str, int]]:  # fmt: skip
+    """Wall seconds of each side per repeat, sides interleaved, and each side's requests."""
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    requests: dict[str, int] = {}
+    for r in range(repeats):
+        for side in sides if r % 2 == 0 else reversed(sides):
+            if side == "download":
+                times[side].append(_download_s(url))
+            else:
+                took, requests[side] = _cold_epoch(url, cache, 64 << 20 if side == "ahead" else 0)
+                times[side].append(took)
+    return times, requests
+
+
+def _warm_epoch_s(url: str, cache: Path) -> float:
+    """Wall seconds of the same epoch with the disk cache full: what the reader's own work
+    (checking, decoding, collating) takes when the store costs nothing."""
+    data = ShardedDataset(url, cache_dir=str(cache))
+    sampler = BlockOrderSampler(data.counts, data.index.samples_per_block, seed=0)
+    start = time.perf_counter()
+    for _ in ResumableLoader(data, batch_size=BATCH, sampler=sampler):
+        pass
+    return time.perf_counter() - start
+
+
 def measure_cold(repeats: int) -> dict[str, Figure]:
-    """The cold figures, on a moto S3 server started here (tests/s3server.py)."""
+    """The cold figures, on a moto S3 server started here (tests/s3server.py): on loopback,
+    and through the link model (benchmarks/link.py)."""
     import os
 
     from tests.s3server import S3Server
@@ -92,6 +137,7 @@ def measure_cold(repeats: int) -> dict[str, Figure]:
     root = scratch_dir()
     server = S3Server(root)
     saved = {k: os.environ.get(k) for k in server.env()}
+    proxy = None
     try:
         server.start()
         os.environ.update(server.env())
@@ -100,40 +146,55 @@ def measure_cold(repeats: int) -> dict[str, Figure]:
         write_shards(samples, url, samples_per_shard=COLD_PER_SHARD, samples_per_block=64)
         cache = root / "cache"
         _download_s(url), _cold_epoch(url, cache, 64 << 20)  # warm up the server and imports
-        vs_download, vs_old, requests = [], [], {}
-        for r in range(repeats):
-            sides = ("download", "ahead", "per_block")
-            times = {}
-            for side in sides if r % 2 == 0 else reversed(sides):
-                if side == "download":
-                    times[side] = _download_s(url)
-                else:
-                    times[side], requests[side] = _cold_epoch(
-                        url, cache, 64 << 20 if side == "ahead" else 0
-                    )
-            vs_download.append(times["download"] / times["ahead"])
-            vs_old.append(times["per_block"] / times["ahead"])
+        loop, requests = _cold_sides(url, cache, ("download", "ahead", "per_block"), repeats)
+        _cold_epoch(url, cache, 64 << 20)
+        ceiling = [_download_s(url) / _warm_epoch_s(url, cache) for _ in range(3)]
+        proxy, os.environ["AWS_ENDPOINT_URL"] = _linked(server.port)
+        link, link_requests = _cold_sides(
+            url, cache, ("download", "ahead", "per_block"), min(repeats, 3)
+        )
         mb = COLD_SAMPLES * COLD_FLOATS * 4 / 1e6
         shards = COLD_SAMPLES // COLD_PER_SHARD
+        made = f"{requests['ahead']} requests per epoch"
         return {
             "stream_cold_vs_download": Figure.of(
-                vs_download, "x download", ">= 0.8",
+                _pairs(loop, "download", "ahead"), "x download", ">= 0.8",
                 note=f"a first epoch from the S3 test server (moto, loopback), empty cache, 0 "
                 f"workers, read ahead 64 MiB on 8 threads, over reading its {shards} shards "
                 f"({mb:.0f} MB, {COLD_SAMPLES:,} samples) whole one after another through the "
-                f"same fsspec filesystem; wall time; {requests['ahead']} requests per epoch",
-                extra={"requests_per_epoch": requests["ahead"]},
+                f"same fsspec filesystem; wall time; {made}. On loopback the store costs "
+                f"little: the reader's own work (the same epoch from a full disk cache) "
+                f"takes {1 / statistics.median(ceiling):.2f}x the download's time, and "
+                "checking, caching and decoding share the cores with the fetches",
+                extra={"requests_per_epoch": requests["ahead"],
+                       "ceiling_download_over_warm_epoch": statistics.median(ceiling)},
+            ),
+            "stream_cold_link_vs_download": Figure.of(
+                _pairs(link, "download", "ahead"), "x download", ">= 0.8",
+                note=f"the same through a link model (benchmarks/link.py: "
+                f"{LINK_RATE / 1e6:.0f} MB/s per connection, {LINK_LATENCY * 1e3:.0f} ms to "
+                f"each request's first byte, S3's shape): the read-ahead's parallel ranges "
+                f"against one stream of whole shards; {made}",
+            ),
+            "stream_cold_link_vs_per_block": Figure.of(
+                _pairs(link, "per_block", "ahead"), "x per block", ">= 3",
+                note=f"through the link model, over the epoch read one request per block: "
+                f"{link_requests['ahead']} requests against {link_requests['per_block']}, "
+                "each waiting for its first byte",
             ),
             "stream_cold_vs_per_block": Figure.of(
-                vs_old, "x per block", ">= 3",
-                note="the same first epoch over it read one range request per block (the read "
-                f"path before read-ahead, readahead_bytes=0): {requests['ahead']} requests per "
-                f"epoch, against {requests['per_block']}",
+                _pairs(loop, "per_block", "ahead"), "x per block", ">= 3",
+                note="the loopback first epoch over it read one range request per block (the "
+                f"read path before read-ahead, readahead_bytes=0): {made}, against "
+                f"{requests['per_block']}",
                 extra={"requests_per_epoch": requests["ahead"],
                        "requests_per_epoch_per_block": requests["per_block"]},
             ),
         }  # fmt: skip
     finally:
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
         server.stop()
         for k, v in saved.items():
             if v is None:
@@ -141,6 +202,10 @@ def measure_cold(repeats: int) -> dict[str, Figure]:
             else:
                 os.environ[k] = v
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _pairs(times: dict[str, list[float]], num: str, den: str) -> list[float]:
+    return [a / b for a, b in zip(times[num], times[den], strict=True)]
 
 
 def _sampler(data: Dataset, at: float) -> LazyOrderSampler:

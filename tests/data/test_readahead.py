@@ -138,3 +138,22 @@ def test_an_index_keeps_its_plan_through_an_offset_and_pickling():
     assert index + 10 == 15 and type(index + 0.5) is float
     batch = pickle.loads(pickle.dumps([Planned(i, plan) for i in range(64)]))
     assert batch == list(range(64)) and len({id(i.plan) for i in batch}) == 1
+
+
+def test_a_batch_read_at_once_is_the_samples_read_one_by_one(tmp_path):
+    # The DataLoader's fetcher asks a dataset with __getitems__ for a whole batch.
+    write(str(tmp_path / "ds"))
+    batched, single = ShardedDataset(str(tmp_path / "ds")), ShardedDataset(str(tmp_path / "ds"))
+    indices = epoch(batched)
+    got = [
+        as_bytes(s)
+        for b in range(0, SAMPLES, 64)
+        for s in batched.__getitems__(indices[b : b + 64])
+    ]
+    assert got == [as_bytes(single[int(i)]) for i in indices]
+    with pytest.raises(IndexError):
+        batched.__getitems__([0, SAMPLES])
+    loader = DataLoader(batched, batch_size=64, sampler=indices)
+    assert torch.cat([y for _, y in loader]).tolist() == [
+        as_bytes(single[int(i)])[1] for i in indices
+    ]

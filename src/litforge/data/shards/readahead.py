@@ -161,8 +161,16 @@ class ReadAhead:
                 self.data._header(shard)
 
         assert self.order is not None
-        missing = [s for s in self.order.groups[group] if s not in self.data._headers]
-        list(self.pool.map(load, missing))
+        data, missing = (
+            self.data,
+            [s for s in self.order.groups[group] if s not in self.data._headers],
+        )
+        cached = [
+            s for s in missing if data._cache is not None and data._cache.has(data._header_key(s))
+        ]
+        for shard in cached:  # a warm cache: no thread started (it cost more than the read)
+            load(shard)
+        list(self.pool.map(load, [s for s in missing if s not in cached]))
 
     def _fetch(self, shard: int, first: int, last: int) -> dict[int, bytes | DamagedShards]:
         """Blocks `first`..`last` of `shard` in one range, each checked (a damaged one is

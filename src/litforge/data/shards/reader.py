@@ -177,6 +177,24 @@ class ShardedDataset(Dataset):
         per = self.index.samples_per_block
         return self._block(shard, within // per, index)[within % per]
 
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """A batch's samples (the DataLoader's fetcher asks for a batch at once): each
+        block is looked up once per batch, not once per sample."""
+        per, starts, size = self.index.samples_per_block, self.starts, len(self)
+        blocks: dict[tuple[int, int], tuple[int, list[Any]]] = {}  # -> (first index, samples)
+        out = []
+        for index in indices:
+            if not 0 <= index < size:
+                raise IndexError(index)
+            shard = bisect.bisect_right(starts, index) - 1
+            block = (int(index) - starts[shard]) // per
+            got = blocks.get((shard, block))
+            if got is None:
+                got = (starts[shard] + block * per, self._block(shard, block, index))
+                blocks[(shard, block)] = got
+            out.append(got[1][int(index) - got[0]])
+        return out
+
     def stall_advice(self) -> str:
         """The streaming knobs, for the data-wait warning (litforge.hooks.AdvisesOnStalls)."""
         return stall_advice(redact_url(self.url), self.cache_dir, self.index.samples_per_block)
@@ -221,6 +239,9 @@ class ShardedDataset(Dataset):
         # Datasets may share one cache directory: keyed on the URL and index bytes too.
         return f"{self._cache_key}-{self.index.shards[shard].name}-{block}"
 
+    def _header_key(self, shard: int) -> str:
+        return f"{self._cache_key}-{self.index.shards[shard].name}-header"
+
     def _cached(self, shard: int, block: int) -> bool:
         return self._cache is not None and self._cache.has(self._block_key(shard, block))
 
@@ -264,7 +285,7 @@ class ShardedDataset(Dataset):
             return self._headers[shard]
         info = self.index.shards[shard]
         index_url = f"{redact_url(self.url).rstrip('/')}/{fmt.INDEX}"
-        per_block, key = self.index.samples_per_block, f"{self._cache_key}-{info.name}-header"
+        per_block, key = self.index.samples_per_block, self._header_key(shard)
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
             try:
                 self._headers[shard] = fmt.parse_header(hit, info, per_block, index_url)
