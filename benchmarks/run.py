@@ -3,7 +3,7 @@
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
                                              # checkpoint sweep pool streaming loggers hooks
-                                             # restart
+                                             # profiler restart
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
                                              # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
@@ -40,6 +40,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         numerics_overhead,
         overhead,
         pool_parallel,
+        profiler_overhead,
         quality,
         startup,
         streaming,
@@ -67,6 +68,8 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "streaming": lambda: streaming.measure(repeats),
         "loggers": lambda: logger_overhead.measure(min(repeats, 5)),
         "hooks": lambda: hook_costs.measure(3),
+        # The step breakdown's cost outside its window (callbacks.step_breakdown): 5 pairs.
+        "profiler": lambda: profiler_overhead.measure(min(repeats, 5)),
         # Three train.py processes that compile (about 2 minutes): one trio, as the figure
         # is a ratio of several in wall time (compiling runs in worker processes).
         "restart": lambda: warm_restart.measure(1),
