@@ -174,3 +174,60 @@ def test_bad_format_and_columns_are_one_line_naming_the_key(tmp_path):
         open_source(str(tmp_path), format="parquet", columns=[])
     with pytest.raises(ConfigError, match=r"^data.url=.*/none: no \*.parquet files there"):
         open_source(str(tmp_path / "none"), format="parquet")
+
+
+def _forge(path: Path, tar: Path, edit) -> None:
+    """Rewrite the kept index's entry of `tar` with `edit(entry, tar bytes)`, the digests
+    of its blocks made right again: a well-formed index that is not the scan's."""
+    from litforge.data.formats.tar import block_digest
+
+    record = json.loads(path.read_text())
+    entry, raw = record["tars"][tar.name], tar.read_bytes()
+    edit(entry, raw)
+    entry["blocks"] = [[a, b, block_digest(raw[a:b])] for a, b, _ in entry["blocks"]]
+    path.write_text(json.dumps(record))
+
+
+def test_a_kept_index_that_leaves_samples_out_is_rebuilt_or_refused(tmp_path):
+    url = str(tmp_path / "wds")
+    numbered_tars(url, 150, per_tar=150)  # blocks of 64, 64, 22
+    kept, tar = tmp_path / "wds" / "litforge-index.json", tmp_path / "wds" / "shard-000000.tar"
+    open_source(url, columns=["npy", "cls"])
+    starts = [b[0] for b in json.loads(kept.read_text())["tars"][tar.name]["blocks"]]
+    assert starts[0] == 0
+
+    def skip_first_sample(entry, raw):  # the first block starts at the second sample
+        entry["blocks"][0][0] = raw.index(b"k000001.npy")
+
+    _forge(kept, tar, skip_first_sample)
+    data = open_source(url, columns=["npy", "cls"])  # not trusted: scanned again
+    assert [int(data[i][1]) for i in range(len(data))] == list(range(150))
+
+    def cut_the_last_sample(entry, raw):  # as if the tar held 149 samples
+        last = entry["blocks"][-1]
+        last[1] = raw.rindex(b"k000149.npy")
+        entry["samples"] -= 1
+
+    _forge(kept, tar, cut_the_last_sample)
+    data = open_source(url, columns=["npy", "cls"])
+    with pytest.raises(ConfigError, match=r"shard-000000\.tar: damaged: no end of the archive at "
+                       r"byte \d+, where .*litforge-index\.json says its last sample ends"):  # fmt: skip
+        data[148]
+
+
+def test_a_tar_with_a_directory_before_its_samples_reads_from_byte_0(tmp_path):
+    import io
+    import tarfile
+
+    sink = io.BytesIO()
+    with tarfile.open(fileobj=sink, mode="w") as archive:
+        folder = tarfile.TarInfo("train")
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+        for i in range(3):
+            info = tarfile.TarInfo(f"train/k{i}.cls")
+            info.size = 1
+            archive.addfile(info, io.BytesIO(str(i).encode()))
+    put(str(tmp_path / "wds" / "a.tar"), sink.getvalue())
+    data = open_source(str(tmp_path / "wds"), columns=["cls"])
+    assert [int(data[i][0]) for i in range(3)] == [0, 1, 2] and data.tars[0]["blocks"][0][0] == 0

@@ -103,3 +103,31 @@ def test_damaged_tars_read_right_or_are_one_line_naming_the_file(tmp_path):
     # archive to 10 KiB), which hold no sample.
     assert tally_after["refused"] >= CASES // 2, tally_after
     assert tally["refused"] >= CASES // 4, tally
+
+
+def test_a_damaged_kept_webdataset_index_reads_right_or_is_one_line_naming_a_file(tmp_path):
+    """The index kept beside the tars is data too: damaged, it is rebuilt (the tars are the
+    data) or, where it still parses as an index, each read it misleads is one line."""
+    url = str(tmp_path / "wds")
+    numbered_tars(url, SAMPLES, per_tar=25)
+    open_source(url, columns=["npy", "cls"])
+    kept = tmp_path / "wds" / "litforge-index.json"
+    good = kept.read_bytes()
+    tally: Counter[str] = Counter()
+    for label, damaged in damaged_copies(good, SEED + 2, CASES):
+        if damaged is None:
+            kept.unlink()
+        else:
+            kept.write_bytes(damaged)
+        kind, got = outcome(url, columns=["npy", "cls"])
+        if kind == "samples":
+            assert [(x.tolist(), int(y)) for x, y in got] == [
+                ([float(i)] * 2, i) for i in range(SAMPLES)
+            ], label
+            tally["read"] += 1
+        else:
+            assert isinstance(got, ConfigError), f"{label}: {type(got).__name__}: {got}"
+            assert "\n" not in str(got) and f"{url}/" in str(got), f"{label}: {got}"
+            tally["refused"] += 1
+        kept.write_bytes(good)
+    assert tally["read"] >= CASES // 2, tally

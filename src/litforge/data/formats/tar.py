@@ -175,7 +175,10 @@ class TarIndex:
 def index_tar(read: Callable[[int], bytes], per_block: int) -> TarIndex:
     """The one scan of an archive (`read(n)`: sequential reads of its bytes)."""
     found = TarIndex()
-    hasher, start = None, 0
+    # The first block starts at byte 0 (members before the first sample, a directory, are
+    # its bytes too) and each next one where the last ended: a kept index that does not
+    # tile the archive so is not this scan's, and is never trusted (webdataset._entry_ok).
+    hasher, start = hashlib.sha256(), 0
     key: str | None = None
     exts: list[str] = []
 
@@ -185,22 +188,20 @@ def index_tar(read: Callable[[int], bytes], per_block: int) -> TarIndex:
             found.kinds.setdefault(kind, [0, key])[0] += 1
 
     def feed(data: bytes) -> None:
-        if hasher is not None:
-            hasher.update(data)
+        hasher.update(data)
 
     for member in members(read, keep_data=False, sink=feed):
         if not member.name:  # the end of the archive: the last block ends here
             close_sample()
-            if hasher is not None:
+            if found.samples:
                 found.blocks.append([start, member.start, hasher.hexdigest()[: 2 * DIGEST]])
             return found
         parts = key_ext(member.name) if member.regular else None
         if parts is not None and parts[0] != key:  # a new sample
             close_sample()
             key, exts = parts[0], []
-            if found.samples % per_block == 0:  # ... and a new block
-                if hasher is not None:
-                    found.blocks.append([start, member.start, hasher.hexdigest()[: 2 * DIGEST]])
+            if found.samples and found.samples % per_block == 0:  # ... and a new block
+                found.blocks.append([start, member.start, hasher.hexdigest()[: 2 * DIGEST]])
                 hasher, start = hashlib.sha256(), member.start
             found.samples += 1
         if parts is not None:

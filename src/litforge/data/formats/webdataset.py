@@ -9,7 +9,10 @@ added; a tar whose size changed, or that is gone, is refused in one line (a file
 short or deleted is damage, as for litforge's shards); one whose stamp (ETag, mtime)
 changed at the same size is scanned again and must give the same digests. The index's
 digest of every block then vouches for each byte read, and the sha256 of its samples'
-layout and digests is the data's fingerprint (a resume compares it).
+layout and digests is the data's fingerprint (a resume compares it). The kept index is
+data someone else could have written: an entry whose blocks do not tile its tar from byte
+0 is scanned again, and the last block's read checks that the archive ends there, so no
+index, however well formed, leaves a sample out unsaid.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from litforge.errors import redact_url
 
 log = logging.getLogger("litforge")
 BLOCK_SAMPLES = 64  # samples per block (one range read each)
-INDEX_FORMAT, INDEX_VERSION = "litforge-webdataset-index", 1
+INDEX_FORMAT, INDEX_VERSION = "litforge-webdataset-index", 2
 _SCAN_READ = 8 << 20  # bytes per read of the one scan: a sequential download
 
 
@@ -63,6 +66,10 @@ class WebDatasetDataset(FileDataset):
             return str(Path(self.cache_dir) / f"{key}-webdataset-index.json")
         return f"{self.directory}/{self._index_name()}"
 
+    def _shown_index(self) -> str:
+        where = self.index_location()
+        return where if self.cache_dir is not None else redact_url(where)
+
     def _index_name(self) -> str:
         split = "" if self.directory == self.url else "-" + self.url.rsplit("/", 1)[-1]
         return f"litforge-index{split}.json"
@@ -93,7 +100,7 @@ class WebDatasetDataset(FileDataset):
         """Each listed tar's index entry: kept, or built by scanning it (then kept)."""
         where = self.index_location()
         kept = self._load_kept(where)
-        shown = where if self.cache_dir is not None else redact_url(where)
+        shown = self._shown_index()
         entries, scanned = [], False
         for file, listed in enumerate(self.files):
             entry = kept.get(listed.name)
@@ -174,7 +181,7 @@ class WebDatasetDataset(FileDataset):
             self._cache.drop(key)  # another writer's, or a damaged disk: read again
             data = None
         if data is None:
-            data = self.read(file, start, end)
+            data = self._read_block(file, block, start, end)
             if tar.block_digest(data) != digest:
                 raise self.damaged(name, f"block {block} (bytes {start}-{end}) does not match "
                                    "its digest in the index (changed since it was indexed?)")  # fmt: skip
@@ -186,6 +193,20 @@ class WebDatasetDataset(FileDataset):
             return [self._sample(key_, members) for key_, members in samples]
         except (Damaged, ValueError) as err:
             raise self.damaged(name, f"block {block}: {err}") from None
+
+    def _read_block(self, file: int, block: int, start: int, end: int) -> bytes:
+        """The block's bytes; the last block's read takes the tar header after it too, which
+        must be the end of the archive (an index cut short there would drop samples)."""
+        if block < len(self.tars[file]["blocks"]) - 1:
+            return self.read(file, start, end)
+        data = self.read(file, start, min(end + tar.BLOCK, self.files[file].bytes))
+        if data[end - start :] != bytes(tar.BLOCK):
+            raise self.damaged(
+                self.files[file].name,
+                f"no end of the archive at byte {end}, where {self._shown_index()} says its "
+                "last sample ends (delete that index to read the tar as it is now)",
+            )
+        return data[: end - start]
 
     def _sample(self, key: str, members: dict[str, bytes]) -> Any:
         wanted = self.columns.names or list(members)
@@ -214,13 +235,14 @@ def _entry_ok(entry: Any) -> bool:
         return False
     if len(blocks) != -(-entry["samples"] // BLOCK_SAMPLES):
         return False
-    at = 0
+    at = 0  # the blocks tile the archive from byte 0, as the scan makes them: a sample
+    # left between two blocks would never be read (the end is checked at the last read)
     for block in blocks:
         ok = isinstance(block, list) and len(block) == 3 and all(type(b) is int for b in block[:2])
         if (
             not ok
             or not isinstance(block[2], str)
-            or not at <= block[0] < block[1] <= entry["bytes"]
+            or not at == block[0] < block[1] <= entry["bytes"]
         ):
             return False
         at = block[1]
