@@ -1,4 +1,4 @@
-"""Precision A/B (issue 12): a real sweep writes the report; the verdict on made-up curves."""
+"""Precision A/B: a real sweep writes the report; the verdict on made-up curves."""
 
 from __future__ import annotations
 
@@ -40,9 +40,11 @@ def test_sweep_writes_curves_speed_memory_and_a_verdict(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((sweep / "precision_ab.json").read_text())
     rows = report["precisions"]
-    expected = ["32", *mixed_precisions("auto")]  # bf16-mixed here; 16-mixed too on a GPU
+    expected = ["32", *mixed_precisions("auto")]  # bf16-mixed, fp8 here; 16-mixed on a GPU
     assert [r["precision_requested"] for r in rows] == expected
-    assert [r["precision_effective"] for r in rows] == ["32-true", *expected[1:]]
+    assert "fp8" in expected  # torchao is in litforge[all]; its float8 runs on this CPU
+    ran_as = ["32-true", *(_ran_as(p) for p in expected[1:])]
+    assert [r["precision_effective"] for r in rows] == ran_as
     for row in rows:
         assert row["steps"] == [1, 2, 3, 4, 5, 6]
         assert len(row["loss"]) == 6 and all(math.isfinite(x) for x in row["loss"])
@@ -95,7 +97,7 @@ def test_fewer_steps_than_the_smoothing_window_stop_the_sweep_before_any_job(tmp
     [
         ("precision_ab.threshold=-0.1", "precision_ab.threshold=-0.1 is invalid; must be a number > 0"),
         ("precision_ab.smooth_steps=0", "precision_ab.smooth_steps=0 is invalid; must be an integer >= 1"),
-        ("precision_ab.compare=[fp8]", "precision_ab.compare=['fp8'] is invalid; must be one of auto, or"),
+        ("precision_ab.compare=[fp16]", "precision_ab.compare=['fp16'] is invalid; must be one of auto, or"),
     ],
 )  # fmt: skip
 def test_each_job_checks_the_keys_too(make_cfg, override, message):
@@ -107,7 +109,12 @@ def test_the_probe_refuses_an_unknown_precision():
     with pytest.raises(
         ConfigError, match=r"^callbacks.precision_probe.requested='fp8' is not one of: 32, "
     ):
-        PrecisionProbe("fp8")
+        PrecisionProbe("fp8")  # fp8 is bf16-mixed plus precision.fp8, its own argument
+    with pytest.raises(
+        ConfigError, match=r"^callbacks.precision_probe.fp8='fast' is not one of: off, tensorwise"
+    ):
+        PrecisionProbe("bf16-mixed", fp8="fast")
+    assert PrecisionProbe("bf16-mixed", fp8="rowwise").requested == "fp8-rowwise"
 
 
 def test_a_rerun_starts_from_a_clean_report_and_keeps_the_old_one(tmp_path, capsys):
@@ -131,11 +138,18 @@ def test_a_rerun_starts_from_a_clean_report_and_keeps_the_old_one(tmp_path, caps
     assert f"precision A/B: the previous report moved to {kept}" in capsys.readouterr().out
 
 
+def _ran_as(precision: str) -> str:
+    """What the probe records a precision ran as: fp8 is bf16 autocast plus float8 layers
+    (experiment=precision_ab's GPT has 5 Linear layers, every one a multiple of 16 wide)."""
+    return "bf16-mixed + float8 in 5 Linear layers" if precision == "fp8" else precision
+
+
 def test_sweep_values_put_float32_first_and_quote_it():
-    assert sweep_values("auto", "cpu") == "'32',bf16-mixed"
+    assert sweep_values("auto", "cpu") == "'32',bf16-mixed,fp8"
     listed = ["16-mixed", "32", "16-mixed", "bf16-true"]  # 32 is always there, once and first
     assert sweep_values(listed, "cpu") == "'32',16-mixed,bf16-true"
-    assert mixed_precisions("cpu") == ["bf16-mixed"]  # 16-mixed would run as bf16-mixed on CPU
+    # 16-mixed would run as bf16-mixed on CPU; float8 runs through torch._scaled_mm
+    assert mixed_precisions("cpu") == ["bf16-mixed", "fp8"]
 
 
 @pytest.mark.slow
@@ -146,21 +160,25 @@ def test_the_shipped_defaults_find_bf16_tracking_float32(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((sweep / "precision_ab.json").read_text())["precisions"]
     assert [len(r["loss"]) for r in rows] == [150] * len(rows)
-    bf16 = next(r for r in rows if r["precision_requested"] == "bf16-mixed")
-    assert bf16["tracks"] is True, bf16["verdict"]
-    assert bf16["verdict"] == "tracks float32 within 5%"
+    for name in ("bf16-mixed", "fp8"):
+        row = next(r for r in rows if r["precision_requested"] == name)
+        assert row["tracks"] is True, row["verdict"]
+        assert row["verdict"] == "tracks float32 within 5%"
 
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_sweep_adds_16_mixed_and_records_peak_memory(tmp_path):
     expected = ["bf16-mixed", "16-mixed"] if torch.cuda.is_bf16_supported() else ["16-mixed"]
+    if torch.cuda.get_device_capability() >= (8, 9):
+        expected.append("fp8")  # FP8 tensor cores (Ada, Hopper and newer)
     assert mixed_precisions("auto") == expected
-    assert mixed_precisions("cpu") == ["bf16-mixed"]
+    assert mixed_precisions("cpu") == ["bf16-mixed", "fp8"]
     sweep = tmp_path / "ab"
     result = _run_sweep(sweep, "trainer.max_steps=20")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((sweep / "precision_ab.json").read_text())["precisions"]
-    assert [r["precision_effective"] for r in rows] == ["32-true", *expected]  # none swapped
+    ran_as = ["32-true", *(_ran_as(p) for p in expected)]  # none swapped
+    assert [r["precision_effective"] for r in rows] == ran_as
     assert all(r["peak_memory_bytes"] > 0 and len(r["loss"]) == 20 for r in rows)
     assert "| peak memory |" in (sweep / "precision_ab.md").read_text()
 

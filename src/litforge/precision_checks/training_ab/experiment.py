@@ -9,6 +9,7 @@ directory; once the sweep is over `PrecisionReport`, a Hydra callback, writes
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from litforge.errors import ConfigError
 from litforge.exits import report_user_errors
+from litforge.precision.fp8.cards import refusal
 from litforge.precision_checks.training_ab.compare import Gap, align, compare, trailing_mean
 from litforge.precision_checks.training_ab.probe import PROBE_FILE
 from litforge.precision_checks.training_ab.settings import PrecisionABSettings
@@ -33,10 +35,21 @@ OUTPUTS = ("precision_ab.md", "precision_ab.json", "precision_ab.png")
 
 def mixed_precisions(accelerator: str) -> list[str]:
     """The mixed precisions this machine runs as asked: bf16-mixed where bfloat16 works,
-    16-mixed on a CUDA GPU only (on CPU Lightning would run it as bf16-mixed again)."""
+    16-mixed on a CUDA GPU only (on CPU Lightning would run it as bf16-mixed again), and
+    fp8 where torchao is installed and the card has FP8 tensor cores (a CPU runs float8
+    through torch._scaled_mm, slowly but exactly as asked)."""
     if accelerator not in ("auto", "gpu", "cuda") or not torch.cuda.is_available():
-        return ["bf16-mixed"]
-    return ["bf16-mixed", "16-mixed"] if torch.cuda.is_bf16_supported() else ["16-mixed"]
+        return ["bf16-mixed", *_fp8(None)]
+    if not torch.cuda.is_bf16_supported():
+        return ["16-mixed"]
+    return ["bf16-mixed", "16-mixed", *_fp8(torch.cuda.get_device_capability())]
+
+
+def _fp8(capability: tuple[int, int] | None) -> list[str]:
+    """["fp8"] where this machine trains in float8 (capability None: on the CPU)."""
+    if importlib.util.find_spec("torchao") is None:
+        return []
+    return ["fp8"] if capability is None or refusal("", capability) is None else []
 
 
 def sweep_values(compare: Any, accelerator: str) -> str:

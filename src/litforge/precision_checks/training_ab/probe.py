@@ -19,6 +19,7 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from litforge.errors import ConfigError
 from litforge.precision import PRECISIONS
+from litforge.precision.fp8.training import OPTION, describe
 
 PROBE_FILE = "precision_probe.json"
 
@@ -30,16 +31,21 @@ class PrecisionProbe(L.Callback):
     themselves are not counted), and on CUDA the peak allocated memory of the run.
 
     requested: the precision the config asked for (Lightning may run another, e.g. 16-mixed
-    runs as bf16-mixed on CPU); both are recorded.
+    runs as bf16-mixed on CPU); both are recorded. fp8: `precision.fp8` (tensorwise or
+    rowwise: the run is precision=fp8 or fp8-rowwise, recorded by that name).
     """
 
-    def __init__(self, requested: str) -> None:
+    def __init__(self, requested: str, fp8: str = "off") -> None:
         if str(requested) not in PRECISIONS:
             raise ConfigError(
                 f"callbacks.precision_probe.requested={requested!r} is not one of: "
                 + ", ".join(PRECISIONS)
             )
-        self.requested = str(requested)
+        if fp8 != "off" and fp8 not in OPTION:
+            raise ConfigError(
+                f"callbacks.precision_probe.fp8={fp8!r} is not one of: off, " + ", ".join(OPTION)
+            )
+        self.requested = OPTION.get(fp8, str(requested))
         self._loss: dict[int, list[float]] = {}
         self._ended: dict[int, float] = {}
         self._saved: dict[tuple[str, int], int] = {}  # storage -> bytes, in the probed step
@@ -99,7 +105,7 @@ class PrecisionProbe(L.Callback):
         device = trainer.strategy.root_device
         return {
             "precision_requested": self.requested,
-            "precision_effective": str(trainer.precision),
+            "precision_effective": _effective(trainer),
             "device": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
             "processes": trainer.world_size,
             "steps": steps,
@@ -122,6 +128,12 @@ class PrecisionProbe(L.Callback):
             self._hooks = None
             self._activation_bytes = sum(self._saved.values())
             self._saved.clear()
+
+
+def _effective(trainer: L.Trainer) -> str:
+    """Lightning's precision, plus the float8 layers torchao put in (precision=fp8)."""
+    float8 = describe(trainer.lightning_module)
+    return f"{trainer.precision} + {float8}" if float8 else str(trainer.precision)
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:

@@ -20,9 +20,15 @@ class PrecisionABSettings(Settings):
     compare: Any = key(
         "auto",
         Either(
-            (OneOf(("auto",)), ListOf(OneOf(("bf16-mixed", "16-mixed", "bf16-true", "16-true"))))
+            (
+                OneOf(("auto",)),
+                ListOf(
+                    OneOf(("bf16-mixed", "16-mixed", "bf16-true", "16-true", "fp8", "fp8-rowwise"))
+                ),  # fmt: skip
+            )
         ),
-        "compared with float32: auto (what this machine runs) or a list, e.g. [16-mixed]",
+        "compared with float32: auto (what this machine runs: bf16-mixed, fp8 where torchao is "
+        "installed and the card has FP8, 16-mixed on a GPU) or a list, e.g. [16-mixed]",
     )
     threshold: float = key(
         0.05,
