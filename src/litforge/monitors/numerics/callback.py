@@ -25,6 +25,7 @@ import lightning as L
 import torch
 
 from litforge import console
+from litforge.monitors.numerics.float8 import Float8Casts, float8_table
 from litforge.monitors.numerics.probes import (
     ActivationPeaks,
     HostRing,
@@ -34,6 +35,7 @@ from litforge.monitors.numerics.probes import (
 from litforge.monitors.numerics.report import Fault, activation_table, block, what
 from litforge.monitors.numerics.settings import POLICIES, NumericsSettings
 from litforge.monitors.numerics.stop import NumericsFault, fail_if_weights_broken, stop
+from litforge.precision.fp8.training import describe
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
@@ -43,7 +45,8 @@ class NumericsWatch(L.Callback):
     """policy: warn (report, train on), skip (drop that optimizer step), or stop (skip it,
     save a checkpoint where a resume finds it, exit with NumericsFault).
     max_skipped_in_row, min_loss_scale: 16-mixed faults (a skipped step alone is not one).
-    activations: record each module's largest activation and print a table at the end."""
+    activations: record each module's largest activation and print a table at the end; in
+    precision=fp8 also each float8 layer's amax, saturation and underflow (numerics.float8)."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class NumericsWatch(L.Callback):
         self.min_loss_scale = float(settings.min_loss_scale)
         self.activations = settings.activations
         self._peaks: ActivationPeaks | None = None
+        self._casts: Float8Casts | None = None
 
     # -- per step -----------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -82,8 +86,14 @@ class NumericsWatch(L.Callback):
         self._values: list[float] | None = None  # this step's row, where it was read
         self._fault: Fault | None = None
         self._bad = self._steps = self._skipped = self._in_row = 0
+        self._precision = str(trainer.precision)
+        float8 = describe(pl_module)
+        if float8:  # precision=fp8: Lightning runs bf16-mixed around torchao's layers
+            self._precision = f"{trainer.precision} + {float8}"
         if self.activations:
             self._peaks = ActivationPeaks(pl_module)
+            casts = Float8Casts(pl_module)
+            self._casts = casts if len(casts) else None
         for problem in vanishing_eps(trainer.optimizers) if trainer.is_global_zero else []:
             console.warn(
                 f"numerics: {problem}, so the first update can make weights non-finite; raise "
@@ -93,6 +103,8 @@ class NumericsWatch(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if self._peaks is not None:
             self._peaks.step = float(trainer.global_step)
+        if self._casts is not None:
+            self._casts.step = float(trainer.global_step)
 
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
@@ -186,6 +198,9 @@ class NumericsWatch(L.Callback):
         if self._peaks is not None:
             self._peaks.remove()
             self._peaks = None
+        if self._casts is not None:
+            self._casts.remove()
+            self._casts = None
 
     # -- deciding -----------------------------------------------------------------------------
     def _skip(self, trainer: L.Trainer, optimizer: Any, values: list[float]) -> None:
@@ -247,7 +262,7 @@ class NumericsWatch(L.Callback):
         assert self._fault is not None
         group = trainer.optimizers[0].param_groups[0] if trainer.optimizers else {}
         lr = group.get("initial_lr", group.get("lr"))
-        text = block(self._fault, self._summary(), str(trainer.precision), self.policy, outcome,
+        text = block(self._fault, self._summary(), self._precision, self.policy, outcome,
                      lr, trainer.gradient_clip_val, self._peaks is not None)  # fmt: skip
         console.warn("%s", text)
 
@@ -281,3 +296,7 @@ class NumericsWatch(L.Callback):
         if rows:
             console.info("%s", activation_table(rows))
             self._peaks.clear()  # type: ignore[union-attr]
+        casts = self._casts.read() if self._casts is not None else []
+        if casts:
+            console.info("%s", float8_table(casts))
+            self._casts.clear()  # type: ignore[union-attr]

@@ -104,8 +104,14 @@ def hints(precision: str, lr: float | None, clip: float | None, activations_on: 
         )
     else:
         out.append("float32 rarely overflows: look for inf/NaN in the inputs or the loss")
+    if "float8" in precision:  # precision=fp8: bf16 autocast around torchao's layers
+        out.append(
+            "precision=fp8-rowwise: a scale per row, so one outlier cannot saturate or flush "
+            "a whole tensor; or keep the layer in bf16: precision.fp8_skip=[its name]"
+        )
     if not activations_on:
-        out.append("callbacks.numerics.activations=true shows which module overflows first")
+        what_shows = "module overflows" if "float8" not in precision else "float8 cast saturates"
+        out.append(f"callbacks.numerics.activations=true shows which {what_shows} first")
     return out
 
 
