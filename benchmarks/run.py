@@ -3,7 +3,7 @@
 python -m benchmarks.run                     # everything (< 10 min on 2 cores)
 python -m benchmarks.run --only overhead     # one group: overhead memory quality startup
                                              # checkpoint sweep pool streaming loggers hooks
-                                             # profiler restart
+                                             # profiler restart fp8
 python -m benchmarks.run --only compile      # opt-in groups, not in the default suite:
                                              # compile, distributed, numerics
 python -m benchmarks.run --update-readme     # also paste the table into docs/performance.md
@@ -34,6 +34,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         checkpoint_stall,
         compile_step,
         distributed,
+        fp8_safety,
         hook_costs,
         logger_overhead,
         memory,
@@ -73,6 +74,9 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         # Three train.py processes that compile (about 2 minutes): one trio, as the figure
         # is a ratio of several in wall time (compiling runs in worker processes).
         "restart": lambda: warm_restart.measure(1),
+        # fp8 against bf16: gpt_char's validation loss after the same steps (safety, not
+        # speed: a CPU has no FP8 units); three runs of 150 steps, about 2.5 minutes.
+        "fp8": fp8_safety.measure,
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than
         # numerics' A/B ratio; distributed starts ~20 processes (90 s); compile compiles.
         "distributed": lambda: distributed.measure(min(repeats, 3)),
