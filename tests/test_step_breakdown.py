@@ -187,6 +187,9 @@ def test_on_a_gpu_idle_time_belongs_to_what_the_host_did_and_hidden_communicatio
     found = analyse(trace, {})
     assert found is not None and found.steps == 1 and found.step_s == pytest.approx(1e-4)
     assert found.device_idle == pytest.approx(0.55)  # 0-50 and 95-100
+    assert found.device == pytest.approx(
+        {"compute": 0.40, "communication": 0.05, "copy": 0.0, "idle": 0.55}
+    )
     assert found.shares == pytest.approx(
         {
             "data_wait": 0.40,

@@ -35,6 +35,7 @@ AVOIDABLE = (
     "validation", "other",
 )  # fmt: skip
 
+KINDS = ("compute", "communication", "copy", "idle")
 _COMM = ("nccl", "gloo", "c10d::", "record_param_comms")
 # Hook name (after the last dot) -> category, for the Strategy's and the LightningModule's.
 _HOOKS = {
@@ -65,6 +66,9 @@ class Breakdown:
     shares: dict[str, float]
     parts: dict[tuple[str, str], float] = field(default_factory=dict)
     device_idle: float | None = None
+    # GPU: the window's shares of compute, communication and copy kernels (each instant
+    # counted once, in that order of precedence) and idle, as HTA's temporal breakdown splits it
+    device: dict[str, float] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The figures as run.json holds them."""
@@ -73,6 +77,7 @@ class Breakdown:
             "step_s": round(self.step_s, 6),
             "shares": {c: round(self.shares.get(c, 0.0), 4) for c in CATEGORIES},
             "device_idle": None if self.device_idle is None else round(self.device_idle, 4),
+            "device": {kind: round(share, 4) for kind, share in self.device.items()},
             "largest": {f"{c}:{label}": round(s, 4) for (c, label), s in self.top_parts(5)},
         }
 
@@ -153,23 +158,25 @@ def _owner(segments: list[Segment], starts: list[float], moment: float) -> tuple
 
 
 def _device_segments(events: list[dict[str, Any]], host: list[Segment], t0: float, t1: float,
-                     launchers: Mapping[Any, float]) -> tuple[list[Segment], float]:  # fmt: skip
-    """The device's timeline over [t0, t1] in pieces, and its idle time (µs)."""
+                     launchers: Mapping[Any, float]) -> tuple[list[Segment], dict[str, float]]:  # fmt: skip
+    """The device's timeline over [t0, t1] in pieces, and µs of each kind of work and idle."""
     starts = [s[0] for s in host]
-    work = []  # start, end, rank (0 compute, 1 communication, 2 copy), category, label
+    work = []  # start, end, kind (0 compute, 1 communication, 2 copy), category, label
     for event in events:
         start, end = float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0))
         name = event.get("name", "")
+        launched = launchers.get(event.get("args", {}).get("correlation"), start)
         if "nccl" in name.lower():
             work.append((start, end, 1, "communication", ""))
         elif event.get("cat") == "gpu_memcpy" and "HtoD" in name:
             work.append((start, end, 2, "to_device", ""))
+        elif event.get("cat") in ("gpu_memcpy", "gpu_memset"):  # e.g. .item()'s copy back
+            work.append((start, end, 2, *_owner(host, starts, launched)))
         else:
-            launched = launchers.get(event.get("args", {}).get("correlation"), start)
             work.append((start, end, 0, *_owner(host, starts, launched)))
     cuts = sorted({t0, t1, *(min(max(w[i], t0), t1) for w in work for i in (0, 1))})
     pieces: list[Segment] = []
-    idle = 0.0
+    spent = dict.fromkeys(KINDS, 0.0)
     by_start = sorted(work)
     active: list[tuple[float, float, int, str, str]] = []  # a few at a time: one per stream
     ahead = 0
@@ -181,14 +188,15 @@ def _device_segments(events: list[dict[str, Any]], host: list[Segment], t0: floa
         if active:
             best = min(active, key=lambda w: (w[2], -w[0]))  # compute first, then the newest
             pieces.append((a, b, best[3], best[4]))
+            spent[KINDS[best[2]]] += b - a
             continue
-        idle += b - a
+        spent["idle"] += b - a
         index = max(bisect.bisect_right(starts, a) - 1, 0)
         while index < len(host) and host[index][0] < b:
             start, end, category, label = host[index]
             pieces.append((max(a, start), min(b, end), category, label))
             index += 1
-    return pieces, idle
+    return pieces, spent
 
 
 def analyse(trace: Mapping[str, Any], callbacks: Mapping[str, tuple[str, str]]) -> Breakdown | None:
@@ -209,19 +217,21 @@ def analyse(trace: Mapping[str, Any], callbacks: Mapping[str, tuple[str, str]]) 
             ranges.append((float(event["ts"]), float(event["ts"]) + float(event["dur"]), *placed))
     segments = host_segments(ranges, t0, t1)
     device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    idle = None
+    idle, kinds = None, {}
     if device:
         launchers = {e["args"]["correlation"]: float(e["ts"]) for e in events
                      if e.get("cat") in ("cuda_runtime", "cuda_driver")
                      and "correlation" in e.get("args", {})}  # fmt: skip
-        segments, idle_us = _device_segments(device, segments, t0, t1, launchers)
-        idle = idle_us / (t1 - t0)
+        segments, spent = _device_segments(device, segments, t0, t1, launchers)
+        kinds = {kind: us / (t1 - t0) for kind, us in spent.items()}
+        idle = kinds["idle"]
     shares: dict[str, float] = defaultdict(float)
     parts: dict[tuple[str, str], float] = defaultdict(float)
     for start, end, category, label in segments:
         shares[category] += (end - start) / (t1 - t0)
         parts[category, label] += (end - start) / (t1 - t0)
-    return Breakdown(len(steps), (t1 - t0) / len(steps) / 1e6, dict(shares), dict(parts), idle)
+    step_s = (t1 - t0) / len(steps) / 1e6
+    return Breakdown(len(steps), step_s, dict(shares), dict(parts), idle, kinds)
 
 
 def analyse_file(path: str | Path, callbacks: Mapping[str, tuple[str, str]]) -> Breakdown | None:
