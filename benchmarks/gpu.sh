@@ -15,4 +15,16 @@ if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
     exit 2
 fi
 mkdir -p benchmarks/results
+# The step breakdown of one GPT run (debug=profile) beside HTA's temporal breakdown of the
+# same trace: benchmarks/results/hta_compare.json. HTA pulls jupyter and plotly, so it gets
+# a venv of its own outside the repository; without a network, the breakdown alone.
+HTA_VENV="${HTA_VENV:-${TMPDIR:-/tmp}/litforge-hta-venv}"
+if [ ! -x "$HTA_VENV/bin/python" ]; then
+    { python3 -m venv "$HTA_VENV" && "$HTA_VENV/bin/pip" install -q HolisticTraceAnalysis==0.5.0; } \
+        || { echo "benchmarks/gpu.sh: HTA could not be installed; the breakdown alone" >&2; rm -rf "$HTA_VENV"; }
+fi
+HTA_ARGS=(--json benchmarks/results/hta_compare.json)
+[ -x "$HTA_VENV/bin/python" ] && HTA_ARGS+=(--hta-python "$HTA_VENV/bin/python")
+"$PY" -m benchmarks.hta_compare --run "${HTA_ARGS[@]}" \
+    || echo "benchmarks/gpu.sh: the step breakdown comparison failed; the other figures follow" >&2
 exec "$PY" -m benchmarks.gpu "$@"

@@ -38,7 +38,7 @@ print(json.dumps(table.to_dict(orient="records")))
 """
 # The run --run profiles: gpt_char's data and model at a GPU-sized width.
 RUN = [
-    "experiment=gpt_char", "debug=profile", "trainer=gpu", "test=false",
+    "experiment=gpt_char", "debug=profile", "trainer=gpu", "precision=bf16-mixed", "test=false",
     "model.net.n_layer=6", "model.net.n_embd=384", "data.block_size=256", "data.batch_size=32",
 ]  # fmt: skip
 
