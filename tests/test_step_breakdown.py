@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from litforge import training as train_entry
 from litforge.monitors.step_breakdown import StepBreakdown
+from litforge.monitors.step_breakdown_report import advice
 from litforge.monitors.step_breakdown_settings import StepBreakdownSettings
 from litforge.monitors.step_breakdown_trace import analyse, host_segments
 from tests.helpers import ROOT
@@ -122,6 +123,9 @@ def test_a_slow_loader_shows_as_data_wait(tmp_path):
     injected = spans.share()
     assert injected > 2 * TOLERANCE  # a fault the breakdown put elsewhere would show
     assert shares["data_wait"] == pytest.approx(injected, abs=TOLERANCE)
+    assert "raise data.num_workers (the DataLoader has num_workers=0" in advice(
+        found.breakdown, {"loader": "num_workers=0"}
+    )
     assert found.trace_path == tmp_path / "step_trace" / "rank0.pt.trace.json"
     assert found.trace_path.stat().st_size < 5e6
 
@@ -142,6 +146,8 @@ def test_a_slow_callback_shows_as_callbacks_under_its_name(tmp_path):
     assert found.breakdown.shares["callbacks"] == pytest.approx(injected, abs=TOLERANCE)
     assert found.breakdown.parts["callbacks", "Nap"] == pytest.approx(injected, abs=TOLERANCE)
     assert found.breakdown.shares["data_wait"] < TOLERANCE
+    said = advice(found.breakdown, {"callback_keys": {"Nap": "nap"}})
+    assert "most of it Nap" in said and "callbacks.nap=null" in said
 
 
 class TimedCheckpoint(ModelCheckpoint):
@@ -165,6 +171,7 @@ def test_a_checkpoint_every_step_shows_as_checkpoint(tmp_path):
     assert injected > 2 * TOLERANCE
     assert found.breakdown.shares["checkpoint"] == pytest.approx(injected, abs=TOLERANCE)
     assert found.breakdown.shares["callbacks"] < TOLERANCE
+    assert advice(found.breakdown, {}).startswith("checkpoint saves are")  # the largest
 
 
 def _x(name: str, ts: float, dur: float, cat: str = "user_annotation", **args) -> dict:

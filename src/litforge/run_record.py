@@ -2,7 +2,8 @@
 
 run_dir/
   config.yaml     the resolved config (no interpolations left)
-  run.json        command line, git commit and dirty flag, start time, host
+  run.json        command line, git commit and dirty flag, start time, host; callbacks add
+                  their facts with `update` (the step breakdown's shares: step_breakdown)
   metrics.json    final metrics as logged, plus requested and effective precision
 """
 

@@ -64,7 +64,8 @@ def _ranged(method: Callable[..., Any], name: str) -> Callable[..., Any]:
 class StepBreakdown(L.Callback):
     """wait_steps batches, then warmup_steps profiled and discarded, then active_steps batches
     recorded into `default_root_dir/step_trace/rank<N>.pt.trace.json` and printed as one
-    screen; the figures go to run.json's `step_breakdown` and to `self.breakdown`."""
+    screen; the figures go to `self.breakdown` and, in a litforge run, to run.json's
+    `step_breakdown`."""
 
     def __init__(
         self,
@@ -155,10 +156,10 @@ class StepBreakdown(L.Callback):
     def _report(self, trainer: L.Trainer, found: Breakdown) -> None:
         assert self.trace_path is not None
         console.info("%s", screen(found, self.trace_path, _facts(trainer)))
-        run_record.update(
-            Path(trainer.default_root_dir),
-            step_breakdown={**found.record(), "trace": str(self.trace_path)},
-        )
+        root = Path(trainer.default_root_dir)
+        if (root / "run.json").exists():  # a litforge run's; a plain Trainer's root gets none
+            record = {**found.record(), "trace": str(self.trace_path)}
+            run_record.update(root, step_breakdown=record)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._profiler is not None and not self._done:

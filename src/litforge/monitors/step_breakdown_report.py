@@ -35,9 +35,8 @@ def screen(found: Breakdown, trace: Path, facts: Mapping[str, Any]) -> str:
     ]
     for category in CATEGORIES:
         share = found.shares.get(category, 0.0)
-        detail = ", ".join(
-            f"{label} {100 * s:.1f}%" for (_, label), s in found.top_parts(2, category)
-        )
+        shown = [(label, s) for (_, label), s in found.top_parts(2, category) if s >= 0.0005]
+        detail = ", ".join(f"{label} {100 * s:.1f}%" for label, s in shown)
         bar = "#" * round(40 * share)
         lines.append(f"  {TITLES[category]:<26}{100 * share:5.1f}%  {bar}"
                      + (f"  ({detail})" if detail and category != "other" else ""))  # fmt: skip
