@@ -29,10 +29,11 @@ SHORT = [f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={STEPS}",
          "callbacks.memory_budget=null", "trainer.deterministic=true"]  # fmt: skip
 
 
-def val_loss(overrides: Sequence[str], seed: int) -> float:
-    """gpt_char's validation loss after STEPS steps with these overrides."""
+def val_loss(overrides: Sequence[str], seed: int, steps: int = STEPS) -> float:
+    """gpt_char's validation loss after `steps` steps with these overrides."""
     run_dir = scratch_dir()
-    cfg = compose(["experiment=gpt_char", *SHORT, f"seed={seed}", *overrides], run_dir)
+    short = [s.replace(f"={STEPS}", f"={steps}") for s in SHORT]
+    cfg = compose(["experiment=gpt_char", *short, f"seed={seed}", *overrides], run_dir)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, module = build.build_datamodule(cfg), build.build_module(cfg)
     trainer = build.build_trainer(cfg, [], datamodule)

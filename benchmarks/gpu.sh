@@ -3,6 +3,10 @@
 # for a GPT-2-small-shaped (124M) and a ~350M GPT at sequence 1024 (benchmarks/gpu.py).
 # About 5-8 minutes on one H100/H200. Prints a markdown table; full numbers go to
 # benchmarks/results/gpu.json. Extra arguments go to benchmarks/gpu.py (--help).
+# fp8 against bf16 for both GPTs: tokens/s, MFU and peak memory in torchao float8
+# (tensorwise, rowwise; compiled), beside `litforge plan`'s prediction; needs the
+# litforge[fp8] extra and FP8 tensor cores (L4, L40S, RTX 4090, H100, H200): one line
+# says why the fp8 rows are skipped otherwise.
 #   benchmarks/gpu.sh                    # all figures
 #   PYTHON=python3 benchmarks/gpu.sh     # another interpreter than .venv/bin/python
 set -euo pipefail

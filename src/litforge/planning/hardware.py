@@ -49,8 +49,11 @@ class Card:
 
 
 def _card(name: str, gb: float, usable: float, fp32: float, tf32: float | None,
-          half: float | None, bf16: bool = True, aliases: tuple[str, ...] = ()) -> Card:  # fmt: skip
+          half: float | None, bf16: bool = True, aliases: tuple[str, ...] = (),
+          fp8: float | None = None) -> Card:  # fmt: skip
     peaks = {"float32": fp32}
+    if fp8 is not None:  # FP8 tensor cores: compute capability 8.9+ (Ada, Hopper)
+        peaks["float8"] = fp8
     if tf32 is not None:
         peaks["tf32"] = tf32
     if half is not None:
@@ -65,30 +68,32 @@ def _card(name: str, gb: float, usable: float, fp32: float, tf32: float | None,
 # "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", "Tesla V100-PCIE-16GB", ...
 CARDS: tuple[Card, ...] = (
     # NVIDIA H200 datasheet, nvidia.com/en-us/data-center/h200: 141 GB; SXM FP32 67, TF32
-    # 989*, BF16/FP16 1,979*; NVL FP32 60, TF32 835*, BF16/FP16 1,671*. Usable: 139.8 GiB
-    _card("H200 NVL", 141, 139.8, 60.0, 417.5, 835.5),
-    _card("H200", 141, 139.8, 67.0, 494.7, 989.4),
+    # 989*, BF16/FP16 1,979*, FP8 3,958*; NVL FP32 60, TF32 835*, BF16/FP16 1,671*, FP8
+    # 3,341*. Usable: 139.8 GiB
+    _card("H200 NVL", 141, 139.8, 60.0, 417.5, 835.5, fp8=1670.5),
+    _card("H200", 141, 139.8, 67.0, 494.7, 989.4, fp8=1978.9),
     # NVIDIA H100 datasheet, nvidia.com/en-us/data-center/h100 (NVL 94 GB: FP32 60, TF32
-    # 835*, BF16/FP16 1,671*; PCIe 80 GB: FP32 51, TF32 756*, BF16/FP16 1,513*) and the
-    # Hopper whitepaper's dense SXM5 figures (FP32 66.9, TF32 494.7, BF16/FP16 989.4).
-    # Usable: 79.1 GiB (80 GB cards' typical "total capacity"), 93.1 GiB for the NVL
-    _card("H100 NVL", 94, 93.1, 60.0, 417.5, 835.5),
-    _card("H100 PCIe", 80, 79.1, 51.0, 378.0, 756.0, aliases=("H100 HBM2e",)),
-    _card("H100", 80, 79.1, 67.0, 494.7, 989.4),  # SXM5 ("NVIDIA H100 80GB HBM3")
+    # 835*, BF16/FP16 1,671*, FP8 3,341*; PCIe 80 GB: FP32 51, TF32 756*, BF16/FP16 1,513*,
+    # FP8 3,026*) and the Hopper whitepaper's dense SXM5 figures (FP32 66.9, TF32 494.7,
+    # BF16/FP16 989.4, FP8 1,978.9). Usable: 79.1 GiB (80 GB cards' typical "total
+    # capacity"), 93.1 GiB for the NVL
+    _card("H100 NVL", 94, 93.1, 60.0, 417.5, 835.5, fp8=1670.5),
+    _card("H100 PCIe", 80, 79.1, 51.0, 378.0, 756.0, aliases=("H100 HBM2e",), fp8=1513.0),
+    _card("H100", 80, 79.1, 67.0, 494.7, 989.4, fp8=1978.9),  # SXM5 ("NVIDIA H100 80GB HBM3")
     # NVIDIA A100 datasheet: FP32 19.5, TF32 156, BF16/FP16 312 (dense), SXM and PCIe
     # alike; usable 39.4 / 79.1 GiB
     _card("A100 40GB", 40, 39.4, 19.5, 156.0, 312.0),
     _card("A100", 80, 79.1, 19.5, 156.0, 312.0),
-    # NVIDIA L40S datasheet: 48 GB; FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*);
-    # usable 44.4 GiB
-    _card("L40S", 48, 44.4, 91.6, 183.0, 362.05),
-    # NVIDIA L4 datasheet: 24 GB; FP32 30.3, TF32 120*, BF16/FP16 242*; usable 22.0 GiB
-    _card("L4", 24, 22.0, 30.3, 60.0, 121.0),
+    # NVIDIA L40S datasheet: 48 GB; FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*), FP8
+    # 733 (1,466*); usable 44.4 GiB
+    _card("L40S", 48, 44.4, 91.6, 183.0, 362.05, fp8=733.0),
+    # NVIDIA L4 datasheet: 24 GB; FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485*; usable 22.0
+    _card("L4", 24, 22.0, 30.3, 60.0, 121.0, fp8=242.5),
     # NVIDIA A10 datasheet: 24 GB; FP32 31.2, TF32 62.5, BF16/FP16 125 (dense); usable 22.0
     _card("A10", 24, 22.0, 31.2, 62.5, 125.0),
     # NVIDIA Ada Lovelace architecture whitepaper, RTX 4090: 24 GB; FP16/BF16 tensor with
-    # FP32 accumulate 165.2, FP32 82.6; usable 23.6 GiB
-    _card("RTX 4090", 24, 23.6, 82.6, 82.6, 165.2),
+    # FP32 accumulate 165.2, FP8 with FP32 accumulate 330.3, FP32 82.6; usable 23.6 GiB
+    _card("RTX 4090", 24, 23.6, 82.6, 82.6, 165.2, fp8=330.3),
     # NVIDIA V100 datasheet: SXM2 FP32 15.7, FP16 tensor 125; PCIe FP32 14, FP16 112;
     # V100S datasheet: PCIe FP32 16.4, FP16 130. No TF32, no bfloat16. 16 or 32 GB:
     # usable 15.8 / 31.7 GiB

@@ -6,7 +6,9 @@ each dtype, its ratio to float32, and its ratio to the card's dense peak from
 `litforge.planning.hardware`. On a GPU: float32 (TF32 off), TF32, float16 and bfloat16 at
 n = 1024..8192. On a CPU: float32 and bfloat16 at n = 128..512 (a quick check, not a
 benchmark of the CPU). Sizes whose three n x n matrices do not fit the memory available
-are refused in one line before anything is allocated.
+are refused in one line before anything is allocated. `--fp8 auto` (or M,K,N;...) times
+a Linear layer's forward and backward in float8 against bf16 per shape instead
+(litforge.planning.matmul_bench_fp8).
 """
 
 from __future__ import annotations
@@ -180,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", help=f"comma-separated, of {', '.join(GPU_DTYPES)}")
     parser.add_argument("--seconds", type=float, default=None, help="per timed loop")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument(
+        "--fp8", help="auto or M,K,N;...: a Linear layer in float8 against bf16 per shape"
+    )
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.type == "cuda"
     try:
@@ -193,12 +198,25 @@ def main(argv: list[str] | None = None) -> int:
         seconds = args.seconds if args.seconds is not None else (0.2 if gpu else 0.02)
         if not 0 < seconds <= 60:
             raise ConfigError(f"--seconds={seconds} must be in (0, 60]")
+        if args.fp8:
+            return _fp8(args.fp8, device, seconds, args.json)
         check_fits(max(sizes), {d: TORCH_DTYPES[d] for d in dtypes}, device)
         result = run(sizes, dtypes, device, seconds)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     print(json.dumps(result, indent=2) if args.json else _table(result))
+    return 0
+
+
+def _fp8(text: str, device: torch.device, seconds: float, as_json: bool) -> int:
+    from litforge.planning.matmul_bench_fp8 import fp8_table, parse_shapes, run_fp8
+
+    shapes = parse_shapes(text, device)
+    check_fits(max(max(s) for s in shapes), {"float32": torch.float32}, device)
+    rows = run_fp8(shapes, device, seconds)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(json.dumps({"device": name, "fp8": rows}, indent=2) if as_json else fp8_table(rows, name))
     return 0
 
 

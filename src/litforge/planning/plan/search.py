@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from litforge.planning.budget.depth import shard_unit_of
 from litforge.planning.budget.measure import Subject
 from litforge.planning.hardware import Card, peak_dtype
+from litforge.planning.plan.fp8 import fp8_factor
 
 COUNTS = (1, 2, 4, 8)
 
@@ -68,7 +69,12 @@ class Work:
 
 
 def precisions(card: Card) -> list[tuple[str, str]]:
-    """(precision to train with, the one the budget measures it by) the card runs."""
+    """(precision to train with, the one the budget measures it by) the card runs. fp8 is
+    measured as bf16-mixed (the same float32 weights and optimizer state; the activations it
+    keeps in float8 are counted as bf16's, an upper bound); its speed: plan.fp8."""
+    if "float8" in card.peak_tflops:  # Ada, Hopper: FP8 tensor cores
+        return [("bf16-mixed", "bf16-mixed"), ("fp8", "bf16-mixed"), ("bf16-true", "bf16-true"),
+                ("32", "32")]  # fmt: skip
     if "bfloat16" in card.peak_tflops:
         return [("bf16-mixed", "bf16-mixed"), ("bf16-true", "bf16-true"), ("32", "32")]
     if "float16" in card.peak_tflops:  # V100, T4: float16 costs what bfloat16 does
@@ -100,7 +106,8 @@ def settings(
     shardings = [False] + ([True] if count > 1 and shard_unit_of(subject.module) else [])
     found = []
     for precision, measured in precisions(card):
-        dtype = peak_dtype(precision, False) or "float32"
+        # fp8: bf16's rate for the whole step, then its float8 layers' predicted factor
+        dtype = peak_dtype("bf16-mixed" if precision == "fp8" else precision, False) or "float32"
         rate = (measured_tflops or {}).get(dtype)
         peak = rate * 1e12 if rate else card.peak_flops(dtype) or 0.0
         states = subject.states(measured)
@@ -115,8 +122,11 @@ def settings(
                 for m in micro:  # the largest micro-batch that fits
                     memory = held + subject.activations(measured, checkpointing, m)
                     if memory <= card.memory_bytes:
+                        step = step_s
+                        if precision == "fp8":  # bf16's time, its float8 layers predicted
+                            step *= fp8_factor(subject, m, work.model_flops)
                         found.append(Setting(sharded, precision, checkpointing, m,
-                                             per_gpu // m, memory, step_s))  # fmt: skip
+                                             per_gpu // m, memory, step))  # fmt: skip
                         break
                 else:
                     continue
