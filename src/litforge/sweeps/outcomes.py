@@ -83,16 +83,19 @@ def tell(
 
 
 def failure_rate_stop(
-    study: optuna.Study, batch: Sequence[optuna.Trial], max_failure_rate: float
+    study: optuna.Study,
+    batch: Sequence[optuna.Trial],
+    max_failure_rate: float,
+    of: str = "of the batch",
 ) -> Stop | None:
-    """hydra.sweeper.max_failure_rate, per batch as upstream: past it the sweep stops
-    with the first failed trial's error."""
+    """hydra.sweeper.max_failure_rate, per batch as upstream (trial by trial: the last
+    n_jobs trials to end): past it the sweep stops with the first failed trial's error."""
     failed = [t for t in batch if study._storage.get_trial(t._trial_id).state == TrialState.FAIL]
     if not failed or len(failed) / len(batch) <= max_failure_rate:
         return None
     error = study._storage.get_trial(failed[0]._trial_id).user_attrs.get(ERROR, "failed")
     return failed[0].number, LitforgeError(
-        f"{error}; {len(failed)} of {len(batch)} trials of the batch failed, more "
+        f"{error}; {len(failed)} of {len(batch)} trials {of} failed, more "
         f"than hydra.sweeper.max_failure_rate={max_failure_rate}"
     )
 

@@ -78,10 +78,15 @@ def base_seed(settings: Mapping[str, Any]) -> int | None:
 
 
 def sampler_factory(
-    settings: Mapping[str, Any], grid: Callable[[], dict[str, list[Any]]], study_name: str
+    settings: Mapping[str, Any],
+    grid: Callable[[], dict[str, list[Any]]],
+    study_name: str,
+    parallel: bool = False,
 ) -> Callable[[int], optuna.samplers.BaseSampler]:
     """trial number -> the sampler that draws it. Checked once here (a bad name or option
-    is one line before any trial)."""
+    is one line before any trial). `parallel` (trials asked while others run): TPE takes
+    the running trials' parameters into account (Optuna's constant liar) unless its options
+    say otherwise."""
     node = settings.get("sampler", SweeperSettings.sampler)
     if isinstance(node, optuna.samplers.BaseSampler):  # built by Hydra (`_recursive_: true`)
         return lambda number: node
@@ -96,6 +101,8 @@ def sampler_factory(
             if isinstance(node, DictConfig)
             else dict(node)
         )
+        if parallel and str(plain["_target_"]).rsplit(".", 1)[-1] == "TPESampler":
+            plain.setdefault("constant_liar", True)
 
         def build_object(number: int) -> optuna.samplers.BaseSampler:
             try:
@@ -111,6 +118,8 @@ def sampler_factory(
     options = _accepted(cls, dict(settings.get("sampler_options") or {}), "sampler_options")
     if name == "grid":
         options.setdefault("search_space", grid())
+    if parallel and name == "tpe":
+        options.setdefault("constant_liar", True)
 
     def build(number: int) -> optuna.samplers.BaseSampler:
         seed_of_trial = (

@@ -16,7 +16,7 @@ from hydra.utils import get_method
 
 from litforge.errors import ConfigError
 from litforge.settings import Settings, key
-from litforge.settings.rules import Free, Int, Num, Text
+from litforge.settings.rules import Free, Int, Num, OneOf, Text
 
 DIRECTIONS = "min | max (or a list, one per objective)"
 
@@ -51,7 +51,16 @@ Rerunning the same command resumes the study; several workers may share one stor
         20, Int(1), "finished trials (complete, pruned, failed) the study should hold"
     )
     n_jobs: int = key(
-        1, Int(1), "trials launched per batch; > 1 with a parallel launcher (hydra/launcher=gpus)"
+        1,
+        Int(1),
+        "trials at once: launched per batch, or under hydra/launcher=gpus at most this many running, each started as soon as its devices free (hydra.sweeper.schedule); > 1 with a parallel launcher",
+    )
+    schedule: str = key(
+        "trials",
+        OneOf(("trials", "batches")),
+        "trials: under hydra/launcher=gpus a trial is asked and started the moment devices for it free (TPE sees the running trials' parameters: constant liar); batches: n_jobs trials asked together, the next batch once all of them have ended (Hydra's protocol; every other launcher runs so).",
+        error="{key}={value}: give trials (each trial started as its devices free, under "
+        "hydra/launcher=gpus) or batches (n_jobs at a time)",
     )
     direction: Any = key(
         "${optimized_mode}",
@@ -98,7 +107,7 @@ Rerunning the same command resumes the study; several workers may share one stor
     max_failure_rate: float = key(
         1.0,
         Num(0.0, 1.0),
-        "stop when more than this share of a batch's trials fail (upstream: 0.0)",
+        "stop when more than this share of a batch's trials fail (trial by trial: of the last n_jobs to end; upstream: 0.0)",
         error="{key}={value} must be a number in [0, 1]",
     )
 
@@ -126,6 +135,12 @@ def failure_rate_limit(settings: Mapping[str, Any]) -> float:
     return float(
         SweeperSettings.checked(max_failure_rate=settings["max_failure_rate"]).max_failure_rate
     )
+
+
+def schedule(settings: Mapping[str, Any]) -> str:
+    """hydra.sweeper.schedule: trials (one by one as devices free) or batches."""
+    given = settings.get("schedule", SweeperSettings.schedule)
+    return str(SweeperSettings.checked(schedule=given).schedule)
 
 
 def search_space_extender(settings: Mapping[str, Any]) -> Callable[[Any, Any], None] | None:

@@ -164,10 +164,14 @@ class Leases:
                     log.debug("lease of trial %s not renewed: %s", trial_id, err)
 
 
-def reap_stale(study: optuna.Study, stale_s: float) -> list[int]:
-    """Fail the RUNNING trials whose worker is gone and queue a retry of each; their numbers."""
-    reaped = []
+def reap_stale(study: optuna.Study, stale_s: float, mine: Iterable[int] = ()) -> list[int]:
+    """Fail the RUNNING trials whose worker is gone and queue a retry of each; their numbers.
+    `mine`: the ids of trials this process runs now (a trial by trial sweep asks while its
+    own run), never reaped; any other lease of this pid is an earlier run's."""
+    reaped, held = [], set(mine)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial._trial_id in held:
+            continue
         lease = trial.system_attrs.get(LEASE)
         if lease is not None and holder_alive(lease, stale_s):
             continue

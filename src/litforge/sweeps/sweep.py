@@ -40,6 +40,7 @@ from litforge.sweeps import (
 from litforge.sweeps import study as studies
 from litforge.sweeps.settings import SweeperSettings
 from litforge.sweeps.study import DEVICES, DURATION, NOT_COUNTED, RETRY_OF, RUN_DIR
+from litforge.sweeps.trial_feed import TrialFeed
 from litforge.validation import monitor_mode
 
 log = logging.getLogger("litforge")
@@ -84,7 +85,10 @@ class Sweep:
             sweep_dir = Path(self.config.hydra.sweep.dir)
             sweep_dir.mkdir(parents=True, exist_ok=True)
             study = studies.open_study(self.settings, sweep_dir, name)
-            self.sampler_for = samplers.sampler_factory(self.settings, space.grid, study.study_name)
+            by_trial = self._trial_by_trial()
+            self.sampler_for = samplers.sampler_factory(
+                self.settings, space.grid, study.study_name, parallel=by_trial
+            )
             if self.settings.get("sampler") == "grid":
                 n_trials = min(n_trials, math.prod(len(v) for v in space.grid().values()))
             search_space.check_against_study(space, study)
@@ -105,7 +109,12 @@ class Sweep:
         stale_s = float(self.settings.get("stale_s", SweeperSettings.stale_s))
         try:
             with report_user_errors(), self.watch.active():
-                while self.stopped_by is None and not self._signalled(study):
+                if by_trial:
+                    window = min(n_jobs, n_trials)
+                    feed = TrialFeed(self, study, space, sweep_dir, leases, n_trials, window,
+                                     stale_s)  # fmt: skip
+                    returns = self._feed_launcher(feed, n_jobs)
+                while not by_trial and self.stopped_by is None and not self._signalled(study):
                     studies.reap_stale(study, stale_s)
                     trials = study.get_trials(deepcopy=False)
                     done = sum(studies.counts(t) for t in trials)
@@ -134,6 +143,28 @@ class Sweep:
                   f"{sweep_dir / 'trials.csv'})", file=sys.stderr, flush=True)  # fmt: skip
             sys.exit(1)
         return returns
+
+    def _trial_by_trial(self) -> bool:
+        """Whether the launcher takes trials one by one (hydra/launcher=gpus, unless
+        hydra.sweeper.schedule=batches); any other launcher gets batches of n_jobs."""
+        schedule = settings.schedule(self.settings)
+        return schedule == "trials" and type(self.launcher).__name__ == "GpusLauncher"
+
+    def _feed_launcher(self, feed: TrialFeed, n_jobs: int) -> list[JobReturn]:
+        """The device pool, asking `feed` for each trial as devices free (n_jobs at most
+        at once); the trials it asked and did not tell continue next time."""
+        from litforge.sweeps.pool.launcher import launch_each
+
+        launcher = self.launcher
+        try:
+            launch_each(
+                launcher.settings, launcher.hydra_context.config_loader, self.config, feed,
+                n_jobs, launcher.entry,
+            )  # fmt: skip
+        except BaseException as err:
+            feed.abandon(repr(err))
+            raise
+        return feed.returns
 
     def _signalled(self, study: optuna.Study) -> bool:
         """Whether a signal has come: then no trial starts (and the sweep stops)."""

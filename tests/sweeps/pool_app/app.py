@@ -1,7 +1,10 @@
 """A plain Hydra app (no litforge model) for `hydra/launcher=gpus`: each job writes what it
 saw (its devices, threads, pid, start and end) to job.json in its directory, sleeps
-`sleep` (+ `sleep_x` times x) seconds (and until the file `hold` exists), and returns x squared; the job whose x is `fail_on`
-raises instead, and the one whose x is `exit_on` ends its process without a word.
+`sleep` (+ `sleep_x` times x, + `lengths[job number % len(lengths)]`) seconds (and until
+the file `hold` exists), and returns x squared; the job whose x is `fail_on` raises instead,
+and the one whose x is `exit_on` ends its process without a word. With `prune: true` (under
+litforge's Optuna sweeper) a job first reports x squared to its trial (trial number = job
+number) and, when the study's pruner says so, stops there: pruned.
 
 For the lifecycle tests: `children` processes of its own (pids in job.json), each ignoring
 SIGTERM; the job whose x is `stubborn_on` ignores SIGTERM; the one whose x is `blocked_on`
@@ -44,10 +47,14 @@ def main(cfg: DictConfig) -> float:
     ]
     seen["children"] = [c.pid for c in children]
     out.write_text(json.dumps(seen))
+    if cfg.prune and _pruned(seen["num"], float(cfg.x) ** 2):
+        out.write_text(json.dumps({**seen, "end": time.time(), "pruned": True}))
+        return float(cfg.x) ** 2
     if _is(cfg.x, cfg.blocked_on):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         os.read(os.pipe()[0], 1)  # never returns: nothing writes to the pipe
-    time.sleep(float(cfg.sleep) + float(cfg.sleep_x) * float(cfg.x))
+    by_number = float(cfg.lengths[seen["num"] % len(cfg.lengths)]) if cfg.lengths else 0.0
+    time.sleep(float(cfg.sleep) + float(cfg.sleep_x) * float(cfg.x) + by_number)
     while cfg.hold and not Path(cfg.hold).exists() and time.time() - seen["start"] < 300:
         time.sleep(0.05)  # until the test says (another sweep is waiting for this device)
     out.write_text(json.dumps({**seen, "end": time.time()}))
@@ -56,6 +63,19 @@ def main(cfg: DictConfig) -> float:
     if cfg.exit_on is not None and float(cfg.x) == float(cfg.exit_on):
         os._exit(3)  # no outcome reported: the launcher judges by the exit status
     return float(cfg.x) ** 2
+
+
+def _pruned(number: int, value: float) -> bool:
+    """Report `value` at step 0 to this job's trial; whether the pruner stopped it (recorded
+    on the trial as litforge's pruning callback does)."""
+    from litforge.sweeps.study import STOPPED, trial_of_this_job
+
+    trial = trial_of_this_job(number)
+    trial.report(value, 0)
+    if not trial.should_prune():
+        return False
+    trial.storage.set_trial_system_attr(trial._trial_id, STOPPED, f"pruned at step 0 ({value})")
+    return True
 
 
 def _is(x: float, value: float | None) -> bool:

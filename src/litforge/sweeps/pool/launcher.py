@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig
@@ -28,7 +28,7 @@ from litforge.sweeps.pool import devices as pool_devices
 from litforge.sweeps.pool import packing, settings
 from litforge.sweeps.pool.capacity import Capacity
 from litforge.sweeps.pool.leases import Leases
-from litforge.sweeps.pool.trial_process import Job, PoolJobReturn, outcome, start
+from litforge.sweeps.pool.trial_process import Job, PoolJobReturn, outcome, ranks_of, refused, start
 
 log = logging.getLogger("litforge")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -47,40 +47,79 @@ def launch(
     entry: list[str] | None = None,
 ) -> list[JobReturn]:
     """Run every job (all checked before the first starts); their returns in job order."""
-    given = settings.check(config)
-    visible = pool_devices.visible_gpus()
-    ids = pool_devices.resolve(given.devices, visible)
-    sweep_dir = Path(str(master.hydra.sweep.dir)).absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    pool = _pool(config, loader, master, entry)
     jobs = [
         Job.compose(initial_job_idx + i, list(o), loader, master)
         for i, o in enumerate(job_overrides)
     ]
     for job in jobs:
-        if job.ranks > len(ids):
-            raise ConfigError(
-                f"trainer.devices={job.ranks} in job #{job.idx}, but hydra.launcher.devices "
-                f"has {len(ids)} ({ids}); give trainer.devices={len(ids)} or fewer, or more devices"
-            )
+        pool.check_ranks(job)
+    pool.capacity = Capacity(pool.planner.capacity([j.config for j in jobs]))
+    for job in jobs:
+        pool.costs[job.idx] = pool.planner.cost(job.config)
+    pool.pending = list(jobs)
+    pool.run()
+    return [pool.returns[job.idx] for job in jobs]
+
+
+def launch_each(
+    config: dict[str, Any],
+    loader: Any,
+    master: DictConfig,
+    feed: Feed,
+    at_once: int,
+    entry: list[str] | None = None,
+) -> None:
+    """Trial by trial: ask `feed` for the next job whenever devices for one are free (and
+    fewer than `at_once` run), start it, tell `feed` each outcome as it comes; until the
+    feed has no more and every job has ended."""
+    pool = _pool(config, loader, master, entry)
+    pool.feed, pool.at_once = feed, at_once
+    try:
+        pool.ranks_hint = min(ranks_of(master, 0), len(pool.ids))
+    except ConfigError:  # the trials' own configs say (trainer.devices may be searched)
+        pool.ranks_hint = 1
+    pool.run()
+
+
+class Feed(Protocol):
+    """Where trial-by-trial jobs come from (litforge's Optuna sweep: ask and tell)."""
+
+    def ask(self) -> tuple[int, list[str]] | str | None:
+        """The next job's (number, overrides); LATER: none now, ask again; None: no more."""
+
+    def told(self, idx: int, result: JobReturn) -> None:
+        """Job `idx` ended with `result`."""
+
+
+LATER = "later"
+
+
+def _pool(
+    config: dict[str, Any], loader: Any, master: DictConfig, entry: list[str] | None
+) -> _Pool:
+    """A pool on the devices the settings name (checked), with their leases."""
+    given = settings.check(config)
+    visible = pool_devices.visible_gpus()
+    ids = pool_devices.resolve(given.devices, visible)
+    sweep_dir = Path(str(master.hydra.sweep.dir)).absolute()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     cards = pool_devices.probe(visible)
-    capacity, costs = packing.plan(
-        given.per_device, float(given.margin),
-        [j.config for j in jobs], ids, cards,
-    )  # fmt: skip
     # On CPU (one trial process or rank per listed device at once) the trials split the
     # cores instead of each taking all of them.
     threads = None if visible else max(1, _cores() // len(ids))
-    leases = None
+    pool = _Pool(ids, cards, threads, sweep_dir)
+    pool.planner = packing.Planner(given.per_device, float(given.margin), ids, cards)
+    pool.loader, pool.master = loader, master
+    pool.stagger_s = float(given.stagger_s)
+    pool.kill_after_s = float(given.kill_after_s)
+    pool.entry = entry
     if given.share_devices:
         log.info("hydra.launcher.share_devices=true: this sweep's trials may share a device "
                  "with another sweep's on this machine")  # fmt: skip
     else:
-        leases = Leases(Path(str(given.lease_dir)))
-    pool = _Pool(jobs, costs, Capacity(capacity), cards, threads, sweep_dir)
-    pool.stagger_s = float(given.stagger_s)
-    pool.kill_after_s = float(given.kill_after_s)
-    pool.leases, pool.entry = leases, entry
-    return pool.run()
+        pool.leases = Leases(Path(str(given.lease_dir)))
+    return pool
 
 
 def _cores() -> int:
@@ -90,40 +129,61 @@ def _cores() -> int:
 
 
 class _Pool:
-    def __init__(self, jobs: list[Job], costs: list[float], capacity: Capacity,
-                 cards: pool_devices.Cards, threads: int | None, sweep_dir: Path) -> None:  # fmt: skip
-        self.jobs, self.costs, self.capacity, self.cards = jobs, costs, capacity, cards
-        self.threads, self.sweep_dir = threads, sweep_dir
+    def __init__(self, ids: list[int], cards: pool_devices.Cards, threads: int | None,
+                 sweep_dir: Path) -> None:  # fmt: skip
+        self.ids, self.cards, self.threads, self.sweep_dir = ids, cards, threads, sweep_dir
+        self.planner: packing.Planner | None = None
+        self.capacity: Capacity | None = None  # set by the first jobs (their budgets)
+        self.costs: dict[int, float] = {}
+        self.loader: Any = None
+        self.master: DictConfig | None = None
         self.stagger_s, self.kill_after_s = 0.0, settings.LauncherSettings.kill_after_s
         self.leases: Leases | None = None
         self.entry: list[str] | None = None
+        self.feed: Feed | None = None  # trial by trial; None: the jobs in `pending` only
+        self.at_once = 0
+        self.ranks_hint = 1  # devices the next trial is expected to take
+        self.pending: list[Job] = []  # composed, not started
         self.returns: dict[int, JobReturn] = {}
-        self.running: dict[int, tuple[subprocess.Popen, list[int], float]] = {}
+        self.running: dict[int, tuple[Job, subprocess.Popen, list[int], float]] = {}
         self.signalled: int | None = None
         self.signalled_at = 0.0
         self.outbox = sweep_dir / ".launcher"
         self.waits_said: set[tuple[int, ...]] = set()
         self.lifeline = -1  # the pipe's write end: open for as long as this sweep lives
 
-    def run(self) -> list[JobReturn]:
+    def check_ranks(self, job: Job) -> None:
+        if job.ranks > len(self.ids):
+            raise ConfigError(
+                f"trainer.devices={job.ranks} in job #{job.idx}, but hydra.launcher.devices "
+                f"has {len(self.ids)} ({self.ids}); give trainer.devices={len(self.ids)} or "
+                "fewer, or more devices"
+            )
+
+    def run(self) -> None:
         self.outbox.mkdir(exist_ok=True)
-        queue = list(range(len(self.jobs)))
+        asking = self.feed is not None
         last_start = -float("inf")
         read_end, self.lifeline = os.pipe()  # not inherited: only this process writes
         with self._signals_passed_on():
             try:
-                while queue or self.running:
+                while self.pending or self.running or asking:
                     self._collect()
-                    if queue and self.signalled is None:
+                    if self.signalled is not None:
+                        asking = False
+                        for job in self.pending:
+                            self._ended(job, self._not_started(job))
+                        self.pending.clear()
+                    if asking and not self.pending and self._room():
+                        asking = self._ask()
+                        if self.pending:
+                            continue  # start it at once
+                    if self.pending and self.signalled is None:
                         wait = last_start + self.stagger_s - time.monotonic()
-                        if wait <= 0 and self._start(queue[0], read_end):
-                            queue.pop(0)
+                        if wait <= 0 and self._start(self.pending[0], read_end):
+                            self.pending.pop(0)
                             last_start = time.monotonic()
                             continue
-                    if queue and self.signalled is not None:
-                        for n in queue:
-                            self.returns[n] = self._not_started(n)
-                        queue.clear()
                     if self.signalled is not None and time.monotonic() > (
                         self.signalled_at + self.kill_after_s + SWEEP_MARGIN_S
                     ):
@@ -137,24 +197,68 @@ class _Pool:
                 os.close(self.lifeline)
                 if self.leases is not None:
                     self.leases.release_all()
-        return [self.returns[n] for n in range(len(self.jobs))]
 
-    def _start(self, n: int, lifeline: int) -> bool:
-        job = self.jobs[n]
+    def _room(self) -> bool:
+        """Whether the next trial would start now: fewer than `at_once` run, and devices
+        for it are free here and not leased by another process (those it would take stay
+        held until it starts)."""
+        if len(self.running) >= self.at_once:
+            return False
+        capacity = self.capacity or Capacity(dict.fromkeys(self.ids, 1.0))
+        cost = min(self.costs.values(), default=1.0) if self.capacity else 1.0
         usable = None if self.leases is None else self._leasable
-        ids = self.capacity.take(job.ranks, self.costs[n], usable)
+        if capacity.choose(self.ranks_hint, cost, usable) is not None:
+            return True
+        if self.leases is not None:
+            self.leases.release_idle()
+            if capacity.choose(self.ranks_hint, cost) is not None:
+                self._say_waiting("the next trial", capacity)
+        return False
+
+    def _ask(self) -> bool:
+        """The feed's next job into `pending`; whether to ask again later."""
+        assert self.feed is not None
+        got = self.feed.ask()
+        if got is None or got == LATER:
+            if self.leases is not None:
+                self.leases.release_idle()  # held for a trial that did not come
+            return got is not None
+        idx, overrides = got
+        job = Job.compose(idx, list(overrides), self.loader, self.master)
+        try:
+            self.check_ranks(job)
+            assert self.planner is not None
+            if self.capacity is None:
+                self.capacity = Capacity(self.planner.capacity([job.config]))
+            self.costs[idx] = self.planner.cost(job.config)
+        except ConfigError as err:  # the sweep stops on it, as on a job's config error
+            self._ended(job, refused(job, err))
+            return True
+        self.ranks_hint = job.ranks
+        self.pending.append(job)
+        return True
+
+    def _ended(self, job: Job, ret: JobReturn) -> None:
+        self.returns[job.idx] = ret
+        if self.feed is not None:
+            self.feed.told(job.idx, ret)
+
+    def _start(self, job: Job, lifeline: int) -> bool:
+        assert self.capacity is not None
+        usable = None if self.leases is None else self._leasable
+        ids = self.capacity.take(job.ranks, self.costs[job.idx], usable)
         if self.leases is not None:
             if ids is not None:
                 self.leases.use(self._keys(ids))
             self.leases.release_idle()  # those taken on the way and not used
         if ids is None:
-            if self.leases is not None and self.capacity.choose(job.ranks, self.costs[n]):
-                self._say_waiting(job)
+            if self.leases is not None and self.capacity.choose(job.ranks, self.costs[job.idx]):
+                self._say_waiting(f"trial job #{job.idx}", self.capacity)
             return False
         env = pool_devices.environment(ids, self.cards, self.threads)
-        process = start(job, self.sweep_dir, env, self._return_file(n), lifeline,
+        process = start(job, self.sweep_dir, env, self._return_file(job), lifeline,
                         self.kill_after_s, self.entry)  # fmt: skip
-        self.running[n] = (process, ids, time.time())
+        self.running[job.idx] = (job, process, ids, time.time())
         log.info("trial job #%d started on device(s) %s (pid %d, output in %s)",
                  job.idx, ids, process.pid, job.job_dir / "launcher.log")  # fmt: skip
         return True
@@ -170,10 +274,10 @@ class _Pool:
         assert self.leases is not None
         return self.leases.try_hold(self._keys([i])[0])
 
-    def _say_waiting(self, job: Job) -> None:
+    def _say_waiting(self, what: str, capacity: Capacity) -> None:
         """One line per set of devices another process holds: which, and who."""
         assert self.leases is not None
-        held = [i for i in self.capacity.free if self.capacity.free[i] > 0
+        held = [i for i in capacity.free if capacity.free[i] > 0
                 and not self._leasable(i)]  # fmt: skip
         self.leases.release_idle()
         if not held or tuple(held) in self.waits_said:
@@ -181,13 +285,13 @@ class _Pool:
         self.waits_said.add(tuple(held))
         holders = sorted({self.leases.holder(k) or "another process" for k in self._keys(held)})
         log.warning(
-            "trial job #%d waits: device(s) %s are in use by %s on this machine (device leases "
+            "%s waits: device(s) %s are in use by %s on this machine (device leases "
             "in %s; hydra.launcher.share_devices=true would run beside it)",
-            job.idx, held, ", ".join(holders), self.leases.directory,
+            what, held, ", ".join(holders), self.leases.directory,
         )  # fmt: skip
 
     def _collect(self) -> None:
-        for n, (process, ids, started) in list(self.running.items()):
+        for n, (job, process, ids, started) in list(self.running.items()):
             code = process.poll()
             if code is None:
                 continue
@@ -195,32 +299,32 @@ class _Pool:
             if code == -signal.SIGKILL:  # the guard was killed: what it led may be left
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)  # a live group keeps its id
+            assert self.capacity is not None
             self.capacity.give_back(ids, self.costs[n])
             if self.leases is not None:
                 self.leases.done(self._keys(ids))
             uuids = [self.cards.uuids[i] for i in ids] if self.cards.uuids else []
-            ret = outcome(self.jobs[n], code, self._return_file(n), ids, uuids, self.signalled,
+            ret = outcome(job, code, self._return_file(job), ids, uuids, self.signalled,
                           self.kill_after_s)  # fmt: skip
             ret.duration_s = time.time() - started
-            self.returns[n] = ret
             if ret.status == JobStatus.COMPLETED:
-                log.info("trial job #%d finished: %s", self.jobs[n].idx, ret.return_value)
+                log.info("trial job #%d finished: %s", job.idx, ret.return_value)
             else:
                 err = ret._return_value
-                log.warning("trial job #%d ended: %s: %s", self.jobs[n].idx,
+                log.warning("trial job #%d ended: %s: %s", job.idx,
                             type(err).__name__, err)  # fmt: skip
+            self._ended(job, ret)
 
-    def _not_started(self, n: int) -> JobReturn:
+    def _not_started(self, job: Job) -> JobReturn:
         from litforge.sweeps.signals import NotStarted
 
-        job = self.jobs[n]
         ret = PoolJobReturn(overrides=job.overrides, hydra_cfg=job.config, status=JobStatus.FAILED)
         assert self.signalled is not None
         ret._return_value = NotStarted(self.signalled)
         return ret
 
-    def _return_file(self, n: int) -> Path:
-        return self.outbox / f"job{self.jobs[n].idx}.json"
+    def _return_file(self, job: Job) -> Path:
+        return self.outbox / f"job{job.idx}.json"
 
     @contextlib.contextmanager
     def _signals_passed_on(self) -> Iterator[None]:
@@ -235,7 +339,7 @@ class _Pool:
         def forward(signum: int, frame: Any) -> None:
             if self.signalled is None:
                 self.signalled, self.signalled_at = signum, time.monotonic()
-            for process, _, _ in self.running.values():
+            for _, process, _, _ in self.running.values():
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signum)
             before = previous[signal.Signals(signum)]
@@ -258,18 +362,18 @@ class _Pool:
     def _stop_all(self) -> None:
         """Ctrl-C or a failure of the loop: SIGTERM to every trial (each checkpoints; its
         guard kills it kill_after_s later), then wait; the sweep kills what is left."""
-        for process, _, _ in self.running.values():
+        for _, process, _, _ in self.running.values():
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
         deadline = time.monotonic() + self.kill_after_s + SWEEP_MARGIN_S
-        for process, _, _ in self.running.values():
+        for _, process, _, _ in self.running.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(0.0, deadline - time.monotonic()))
         self._kill_all()
 
     def _kill_all(self) -> None:
         """SIGKILL to the process group of every trial still running (its guard leads it)."""
-        for process, _, _ in self.running.values():
+        for _, process, _, _ in self.running.values():
             if process.poll() is None:  # not reaped: its pid is still its group's id
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)

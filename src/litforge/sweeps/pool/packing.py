@@ -29,37 +29,72 @@ def plan(
     per_device: Any, margin: float, configs: Sequence[DictConfig], ids: list[int], cards: Cards
 ) -> tuple[dict[int, float], list[float]]:
     """(capacity per device, cost per job) for `Capacity`."""
-    ones = [1.0] * len(configs)
-    if per_device == 1:
-        return dict.fromkeys(ids, 1.0), ones
-    if not cards.free:
-        log.info("hydra.launcher.per_device=auto: no GPU, so one trial per device")
-        return dict.fromkeys(ids, 1.0), ones
-    needs: dict[str, int | None] = {}
-    costs: list[float] = []
-    for cfg in configs:
+    planner = Planner(per_device, margin, ids, cards)
+    return planner.capacity(configs), [planner.cost(c) for c in configs]
+
+
+class Planner:
+    """Capacity and costs for jobs that come one by one (trial by trial): the capacity is
+    set by the first jobs given, each budget is measured once."""
+
+    def __init__(self, per_device: Any, margin: float, ids: list[int], cards: Cards) -> None:
+        self.per_device, self.margin, self.ids, self.cards = per_device, margin, ids, cards
+        self.needs: dict[str, int | None] = {}
+        self.by_bytes: bool | None = None  # decided by the first jobs
+
+    def capacity(self, configs: Sequence[DictConfig]) -> dict[int, float]:
+        """Per device: one slot each, or the bytes free less the margin (per_device=auto,
+        when the budget of each of `configs` is known)."""
+        self.by_bytes = False
+        if self.per_device == 1:
+            return dict.fromkeys(self.ids, 1.0)
+        if not self.cards.free:
+            log.info("hydra.launcher.per_device=auto: no GPU, so one trial per device")
+            return dict.fromkeys(self.ids, 1.0)
+        needs = [self._need(cfg) for cfg in configs]
+        if any(n is None for n in needs):
+            return dict.fromkeys(self.ids, 1.0)  # _need said why
+        usable = {i: self.cards.free[i] * (1 - self.margin) for i in self.ids}
+        for need in sorted({int(n or 0) for n in needs}):
+            self._say_fit(need, usable)
+        self.by_bytes = True
+        return usable
+
+    def cost(self, config: DictConfig) -> float:
+        """What one job takes of each of its devices: a slot, or its budget in bytes (a
+        whole card where a later job's budget cannot be measured)."""
+        if not self.by_bytes:
+            return 1.0
+        known = len(self.needs)
+        need = self._need(config)
+        usable = {i: self.cards.free[i] * (1 - self.margin) for i in self.ids}
+        if need is None:
+            return min(usable.values())
+        if len(self.needs) > known:  # a budget not seen before: say how many fit
+            self._say_fit(need, usable)
+        return float(need)
+
+    def _need(self, cfg: DictConfig) -> int | None:
         key = _budget_key(cfg)
-        if key not in needs:
-            needs[key] = _need(cfg)
-        costs.append(float(needs[key] or 0))
-    if any(needs[_budget_key(c)] is None for c in configs):
-        return dict.fromkeys(ids, 1.0), ones  # _need said why
-    usable = {i: cards.free[i] * (1 - margin) for i in ids}
-    for need in sorted({int(c) for c in costs}):
+        if key not in self.needs:
+            self.needs[key] = _need(cfg)
+        return self.needs[key]
+
+    def _say_fit(self, need: int, usable: dict[int, float]) -> None:
         per_card = int(min(usable.values()) // need)
         if per_card < 1:
             raise ConfigError(
                 f"hydra.launcher.per_device=auto: a trial needs ~{need / GIB:.1f} GiB by the "
                 f"memory budget, more than a card's {min(usable.values()) / GIB:.1f} GiB free "
-                f"less the {margin:.0%} margin; see python -m litforge.budget"
+                f"less the {self.margin:.0%} margin; see python -m litforge.budget"
             )
         log.info(
             "hydra.launcher.per_device=auto: %d trial(s) per card: each needs ~%.2f GiB (the "
             "memory budget plus ~%.1f GiB of CUDA context), and a card has %.1f GiB free "
             "less the %.0f%% margin",
-            per_card, need / GIB, CONTEXT_BYTES / GIB, min(usable.values()) / GIB, margin * 100,
+            per_card, need / GIB, CONTEXT_BYTES / GIB, min(usable.values()) / GIB,
+            self.margin * 100,
         )  # fmt: skip
-    return usable, costs
 
 
 def _budget_key(cfg: DictConfig) -> str:

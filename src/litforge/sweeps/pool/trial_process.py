@@ -199,6 +199,13 @@ def outcome(job: Job, exit_code: int, return_file: Path, devices: list[int],
     return ret
 
 
+def refused(job: Job, err: ConfigError) -> PoolJobReturn:
+    """The return of a job refused before it started (its config): the sweep stops on it."""
+    ret = PoolJobReturn(overrides=job.overrides, hydra_cfg=job.config, status=JobStatus.FAILED)
+    ret._return_value = err
+    return ret
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
