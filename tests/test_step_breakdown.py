@@ -24,6 +24,7 @@ from litforge.monitors.step_breakdown_settings import StepBreakdownSettings
 from litforge.monitors.step_breakdown_trace import analyse, host_segments
 from tests.helpers import ROOT
 from tests.test_bad_input import assert_one_line_error, run
+from tests.test_step_breakdown_hta import TRACE
 
 SRC = ROOT / "src" / "litforge"
 
@@ -174,23 +175,10 @@ def test_a_checkpoint_every_step_shows_as_checkpoint(tmp_path):
     assert advice(found.breakdown, {}).startswith("checkpoint saves are")  # the largest
 
 
-def _x(name: str, ts: float, dur: float, cat: str = "user_annotation", **args) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1 if cat != "kernel" else 7,
-            "ts": ts, "dur": dur, "args": args}  # fmt: skip
-
-
 def test_on_a_gpu_idle_time_belongs_to_what_the_host_did_and_hidden_communication_to_none():
-    trace = {"traceEvents": [
-        _x("ProfilerStep#3", 0, 100),
-        _x("[_TrainingEpochLoop].train_dataloader_next", 0, 40),
-        _x("[Strategy]DDPStrategy.training_step", 40, 20),
-        _x("cudaLaunchKernel", 45, 1, cat="cuda_runtime", correlation=1),
-        _x("[Strategy]DDPStrategy.backward", 60, 20),
-        _x("cudaLaunchKernel", 65, 1, cat="cuda_runtime", correlation=2),
-        _x("sgemm", 50, 20, cat="kernel", correlation=1),
-        _x("sgemm_backward", 70, 20, cat="kernel", correlation=2),
-        _x("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 85, 10, cat="kernel", correlation=3),
-    ]}  # fmt: skip
+    # One step of 100 µs: 40 waiting for data and 10 launching while the GPU idles, 40 of
+    # compute, the all-reduce's last 5 µs alone, then 5 idle in Lightning's loop.
+    trace = TRACE
     found = analyse(trace, {})
     assert found is not None and found.steps == 1 and found.step_s == pytest.approx(1e-4)
     assert found.device_idle == pytest.approx(0.55)  # 0-50 and 95-100
