@@ -103,3 +103,13 @@ def test_the_gpu_benchmarks_fp8_rows_run_on_the_cpu():
     flops = gpu.flops_per_step(shape, cpu)
     assert 0 < gpu.fp8_predicted(shape, flops) < 1  # 64-wide layers: float8 costs more
     assert gpu.peak_tflops("fp8 +compile", 100.0) == 100.0
+
+
+def test_the_budget_measures_an_fp8_model_with_its_float8_layers(make_cfg):
+    bf16 = budget.from_config(make_cfg(*TINY_GPT, "trainer=cpu", "precision=bf16-mixed"))
+    fp8 = budget.from_config(make_cfg(*TINY_GPT, "trainer=cpu", "precision=fp8",
+                                      "precision.fp8_min_dim=16"))  # fmt: skip
+    plain, float8 = bf16.row("bf16-mixed", False), fp8.row("bf16-mixed", False)
+    assert float8.weights == plain.weights and float8.optimizer == plain.optimizer  # float32
+    # torchao's layers save their float8 casts beside what bf16 saves: other bytes.
+    assert float8.activations != plain.activations

@@ -35,6 +35,7 @@ from litforge.planning.budget.failure import describe
 from litforge.planning.budget.fake import fake_batch, fake_mode, materialize_fake
 from litforge.planning.budget.units import size
 from litforge.planning.hardware import available_ram
+from litforge.precision.fp8.training import convert_like, is_float8
 
 if TYPE_CHECKING:
     from litforge.planning.budget.measure import Subject
@@ -159,6 +160,7 @@ def _measure(
         if fakes is not None:
             # Converted on meta, then faked: the fake tensors are never moved or cast.
             copy = plugin.convert_module(copy)
+            _float8_like(copy, subject.module)
             materialize_fake(copy, subject.device, fakes)
             copy.train()
         elif meta:
@@ -170,6 +172,7 @@ def _measure(
             copy.load_state_dict(subject.module.state_dict(), strict=copy.strict_loading)
         if fakes is None:
             copy = plugin.convert_module(copy).to(subject.device).train()
+            _float8_like(copy, subject.module)
         _metrics_on_this_process(copy)
         with fakes or nullcontext():
             kept = [*copy.parameters(), *copy.buffers()]
@@ -188,6 +191,13 @@ def _measure(
                 del batch
         del copy, kept, blocks
     return found, How(calls, fake)
+
+
+def _float8_like(copy: torch.nn.Module, module: torch.nn.Module) -> None:
+    """precision=fp8: the run's model has torchao Float8Linear layers (converted when it was
+    built), so the copy gets the same ones: it then saves for backward what fp8 saves."""
+    if any(is_float8(m) for m in module.modules()):
+        convert_like(copy, module)
 
 
 def _metrics_on_this_process(module: torch.nn.Module) -> None:

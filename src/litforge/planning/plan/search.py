@@ -70,8 +70,10 @@ class Work:
 
 def precisions(card: Card) -> list[tuple[str, str]]:
     """(precision to train with, the one the budget measures it by) the card runs. fp8 is
-    measured as bf16-mixed (the same float32 weights and optimizer state; the activations it
-    keeps in float8 are counted as bf16's, an upper bound); its speed: plan.fp8."""
+    measured as bf16-mixed: the same float32 weights and optimizer state, and activations
+    as bf16's (the plan's model is built in bf16; `litforge budget precision=fp8` measures
+    the float8 layers' own, within a few percent of bf16's on the example GPT); its speed:
+    plan.fp8."""
     if "float8" in card.peak_tflops:  # Ada, Hopper: FP8 tensor cores
         return [("bf16-mixed", "bf16-mixed"), ("fp8", "bf16-mixed"), ("bf16-true", "bf16-true"),
                 ("32", "32")]  # fmt: skip

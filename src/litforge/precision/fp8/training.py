@@ -86,6 +86,20 @@ def convert(
     return layers
 
 
+def convert_like(module: nn.Module, source: nn.Module) -> int:
+    """Convert the Linear layers of `module` (a copy of `source`, e.g. the memory budget's)
+    that are Float8Linear in `source`, with the same float8 config; how many."""
+    configs = {name: m.config for name, m in source.named_modules() if is_float8(m)}
+    if not configs:
+        return 0
+    float8 = torchao_float8()
+    config = next(iter(configs.values()))
+    float8.convert_to_float8_training(
+        module, config=config, module_filter_fn=lambda mod, fqn: fqn in configs
+    )
+    return len(configs)
+
+
 def _is_sharded(param: torch.Tensor) -> bool:
     from torch.distributed.tensor import DTensor
 
