@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,11 +22,11 @@ from torch.utils.data import Dataset
 
 from litforge.data.formats.source import FileLayout
 from litforge.data.shards.access import one_try as _one_try
-from litforge.data.shards.access import stall_advice
+from litforge.data.shards.access import retried, stall_advice
 from litforge.data.shards.blocks import Damaged
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
-from litforge.errors import STORE_ADVICE, ConfigError, redact_url
+from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
 # A split's files may also lie beside each other under one prefix, as the Hugging Face
@@ -115,23 +114,8 @@ class FileDataset(Dataset):
              before_training: bool = False) -> Any:  # fmt: skip
         """`fn()`, retried with backoff on a store error; a missing file and damage pass
         through."""
-        retries = self.retries if retries is None else retries
-        resume = "" if before_training else "; the same command resumes from the last checkpoint"
-        for attempt in range(retries + 1):
-            try:
-                return fn()
-            except (FileNotFoundError, Damaged, DamagedShards):
-                raise  # not an outage: retrying reads the same bytes
-            except Exception as err:  # noqa: BLE001 - a store's errors have no common type
-                refused = isinstance(err, PermissionError) or "credentials" in str(err).lower()
-                if attempt == retries or refused:
-                    first = str(err).splitlines()[0] if str(err) else ""
-                    raise DataStoreUnreachable(
-                        f"data.url={redact_url(self.url)}: {what} failed {attempt + 1} time(s) "
-                        f"({type(err).__name__}: {first}){resume}. " + STORE_ADVICE
-                    ) from None
-                time.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
+        return retried(fn, what, self.url, self.retries if retries is None else retries,
+                       self.backoff_s, before_training, passes=(Damaged, DamagedShards))  # fmt: skip
 
     def read(self, file: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of file `file`; a file gone or cut short is one line naming it."""

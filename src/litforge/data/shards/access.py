@@ -4,7 +4,12 @@ Shared by litforge's shards and the other formats (litforge.data.formats)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
+
+from litforge.data.shards.faults import DataStoreUnreachable
+from litforge.errors import STORE_ADVICE, redact_url
 
 
 def one_try(url: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -31,3 +36,31 @@ def stall_advice(where: str, cache_dir: str | None, per_block: int) -> str:
         f"and data.prefetch_factor=K reads K batches ahead per worker; {cache}; fewer, larger "
         f"reads: litforge shards write --samples-per-block (now {per_block})"
     )
+
+
+def retried(fn: Callable[[], Any], what: str, url: str, retries: int, backoff_s: float,
+            before_training: bool = False, passes: tuple[type[BaseException], ...] = (),
+            damage: Callable[[Exception], Exception | None] | None = None) -> Any:  # fmt: skip
+    """`fn()`, retried with exponential backoff on a store error; after the last attempt
+    (or at once, when the store refuses the credentials) one line, `DataStoreUnreachable`,
+    that says whether a checkpoint can be resumed from (`before_training`: none yet).
+    A missing file and the exceptions in `passes` are not outages: raised at once; so is
+    what `damage(err)` turns an error into (a range past a file's end)."""
+    resume = "" if before_training else "; the same command resumes from the last checkpoint"
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except (FileNotFoundError, *passes):
+            raise  # retrying reads the same bytes
+        except Exception as err:  # noqa: BLE001 - a store's errors have no common type
+            if damage is not None and (instead := damage(err)) is not None:
+                raise instead from None
+            refused = isinstance(err, PermissionError) or "credentials" in str(err).lower()
+            if attempt == retries or refused:  # a refusal does not pass with waiting
+                first = str(err).splitlines()[0] if str(err) else ""
+                raise DataStoreUnreachable(
+                    f"data.url={redact_url(url)}: {what} failed {attempt + 1} time(s) "
+                    f"({type(err).__name__}: {first}){resume}. " + STORE_ADVICE
+                ) from None
+            time.sleep(backoff_s * 2**attempt)
+    raise AssertionError("unreachable")

@@ -20,7 +20,6 @@ import hashlib
 import itertools
 import json
 import os
-import time
 from collections import OrderedDict
 from typing import Any
 
@@ -29,12 +28,12 @@ from torch.utils.data import Dataset
 
 from litforge.data.shards import format as fmt
 from litforge.data.shards.access import one_try as _one_try
-from litforge.data.shards.access import stall_advice
+from litforge.data.shards.access import retried, stall_advice
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
 from litforge.data.shards.order import Planned
 from litforge.data.shards.readahead import ReadAhead
-from litforge.errors import STORE_ADVICE, ConfigError, redact_url
+from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
 __all__ = ["DamagedShards", "DataStoreUnreachable", "ShardedDataset"]
@@ -44,8 +43,10 @@ class _PastTheEnd(Exception):
     """A range read that starts past the file's end (s3fs: EINVAL, "range not satisfiable")."""
 
 
-def _past_the_end(err: Exception) -> bool:
-    return isinstance(err, OSError) and err.errno == errno.EINVAL and "range" in str(err).lower()
+def _range_damage(err: Exception) -> Exception | None:
+    """A range read that starts past the file's end is damage, not an outage."""
+    past = isinstance(err, OSError) and err.errno == errno.EINVAL and "range" in str(err).lower()
+    return _PastTheEnd() if past else None
 
 
 class ShardedDataset(Dataset):
@@ -111,27 +112,14 @@ class ShardedDataset(Dataset):
                size: bool = False) -> Any:  # fmt: skip
         """`name`'s bytes (a range of them; `size`: its size in bytes), retried;
         `before_training`: the failure's message says no checkpoint to resume from."""
-        retries = self.retries if retries is None else retries
-        resume = "" if before_training else "; the same command resumes from the last checkpoint"
-        for attempt in range(retries + 1):
-            try:
-                if size:
-                    return self.fs.size(self._path(name))
-                return self.fs.cat_file(self._path(name), start=start, end=end)
-            except FileNotFoundError:
-                raise
-            except Exception as err:  # noqa: BLE001 - a store's errors have no common type
-                if _past_the_end(err):
-                    raise _PastTheEnd from None  # damage, not an outage: not retried
-                refused = isinstance(err, PermissionError) or "credentials" in str(err).lower()
-                if attempt == retries or refused:  # a refusal does not pass with waiting
-                    raise DataStoreUnreachable(
-                        f"data.url={redact_url(self.url)}: reading {name} failed "
-                        f"{attempt + 1} time(s) ({type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}){resume}. " + STORE_ADVICE
-                    ) from None
-                time.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
+        path = self._path(name)
+
+        def attempt() -> Any:
+            return self.fs.size(path) if size else self.fs.cat_file(path, start=start, end=end)
+
+        return retried(attempt, f"reading {name}", self.url,
+                       self.retries if retries is None else retries, self.backoff_s,
+                       before_training, damage=_range_damage)  # fmt: skip
 
     def _read_index(self) -> fmt.Index:
         where = f"data.url={redact_url(self.url)}"
