@@ -22,7 +22,7 @@ from litforge.monitors.step_breakdown import StepBreakdown
 from litforge.monitors.step_breakdown_report import advice
 from litforge.monitors.step_breakdown_settings import StepBreakdownSettings
 from litforge.monitors.step_breakdown_trace import analyse, host_segments
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_entry
 from tests.test_bad_input import assert_one_line_error, run
 from tests.test_step_breakdown_hta import TRACE
 
@@ -148,7 +148,7 @@ def test_a_slow_callback_shows_as_callbacks_under_its_name(tmp_path):
     assert found.breakdown.parts["callbacks", "Nap"] == pytest.approx(injected, abs=TOLERANCE)
     assert found.breakdown.shares["data_wait"] < TOLERANCE
     said = advice(found.breakdown, {"callback_keys": {"Nap": "nap"}})
-    assert "most of it Nap" in said and "callbacks.nap=null" in said
+    assert "most of it Nap" in said and "drop it with callbacks.nap=null" in said
 
 
 class TimedCheckpoint(ModelCheckpoint):
@@ -241,3 +241,19 @@ def test_the_callbacks_file_holds_the_schemas_defaults():
     node = OmegaConf.load(SRC / "conf" / "callbacks" / "step_breakdown.yaml").step_breakdown
     assert node._target_ == StepBreakdownSettings.TARGET
     assert {k: v for k, v in node.items() if k != "_target_"} == StepBreakdownSettings.defaults()
+
+
+@pytest.mark.slow
+def test_two_processes_each_write_a_trace_and_rank_zero_reports(tmp_path):
+    result = run_entry(
+        "train.py", "debug=profile", "trainer=ddp", "trainer.devices=2",
+        "trainer.accelerator=cpu", "callbacks.step_breakdown.wait_steps=2",
+        "callbacks.step_breakdown.active_steps=3", "test=false", run_dir=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    traces = sorted(p.name for p in (tmp_path / "step_trace").iterdir())
+    assert traces == ["rank0.pt.trace.json", "rank1.pt.trace.json"]
+    assert (result.stdout + result.stderr).count("step breakdown: 3 training steps") == 1
+    record = json.loads((tmp_path / "run.json").read_text())["step_breakdown"]
+    # gloo's all-reduce of the gradients, and the ranks agreeing each step on a signal
+    assert record["shares"]["communication"] > 0

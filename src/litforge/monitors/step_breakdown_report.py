@@ -67,13 +67,14 @@ def advice(found: Breakdown, facts: Mapping[str, Any]) -> str:
         parts = found.top_parts(1, category)
         label = parts[0][0][1] if parts else "?"
         name = facts.get("callback_keys", {}).get(label)
-        where = f"callbacks.{name}=null" if name else "remove it from the Trainer's callbacks"
+        where = (f"drop it with callbacks.{name}=null" if name else
+                 "it is no entry of callbacks.*: it came with another group or your code")  # fmt: skip
         if category == "checkpoint":
             return (f"checkpoint saves are {pct} of the step ({label}): save less often "
                     f"(checkpoint.every_n_train_steps, or ModelCheckpoint's every_n_train_steps) "
                     "or checkpoint.async_upload=true for a remote store")  # fmt: skip
         return (f"callbacks and hooks are {pct} of the step, most of it {label}: make its "
-                f"hooks cheaper or run them less often, or drop it ({where})")  # fmt: skip
+                f"hooks cheaper or run them less often ({where})")  # fmt: skip
     if category == "logging":
         return (f"logging is {pct} of the step: log less often (trainer.log_every_n_steps, now "
                 f"{facts.get('log_every_n_steps', '?')}) and keep .item() and sync_dist=True "
