@@ -65,14 +65,11 @@ class Float8Casts:
         self._handles = []
         for name, sub in module.named_modules():
             if is_float8(sub):
-                rowwise = _rowwise(sub)
-                self._handles.append(sub.register_forward_pre_hook(
-                    functools.partial(self._record_input, name, rowwise)))  # fmt: skip
-                self._handles.append(sub.register_full_backward_pre_hook(
-                    functools.partial(self._record_grad, name, rowwise)))  # fmt: skip
+                self._handles.append(sub.register_forward_hook(
+                    functools.partial(self._record, name, _rowwise(sub))))  # fmt: skip
 
     def __len__(self) -> int:
-        return len(self._handles) // 2
+        return len(self._handles)
 
     def _slot(self, name: str, device: torch.device) -> torch.Tensor:
         state = self._state.get(name)
@@ -89,13 +86,13 @@ class Float8Casts:
         state[at] = torch.maximum(state[at], stats[0])
         state[lost] = torch.maximum(state[lost], stats[1])
 
-    def _record_input(self, name: str, rowwise: bool, module: Any, args: Any) -> None:
-        if module.training and args and isinstance(args[0], torch.Tensor):
-            self._update(name, args[0], "input", rowwise)
-
-    def _record_grad(self, name: str, rowwise: bool, module: Any, grad_output: Any) -> None:
-        if grad_output and isinstance(grad_output[0], torch.Tensor):
-            self._update(name, grad_output[0], "grad", rowwise)
+    def _record(self, name: str, rowwise: bool, module: Any, args: Any, output: Any) -> None:
+        if not (module.training and args and isinstance(args[0], torch.Tensor)):
+            return
+        self._update(name, args[0], "input", rowwise)
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            # The output's gradient is what the layer's backward casts to e5m2.
+            output.register_hook(lambda grad: self._update(name, grad, "grad", rowwise))
 
     def read(self) -> list[tuple[str, float, float, int, float, float]]:
         """(layer, input amax, gradient amax, first non-finite step or -1, input underflow,
