@@ -69,8 +69,9 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         "streaming": lambda: streaming.measure(repeats),
         "loggers": lambda: logger_overhead.measure(min(repeats, 5)),
         "hooks": lambda: hook_costs.measure(3),
-        # The step breakdown's cost outside its window (callbacks.step_breakdown): 5 pairs.
-        "profiler": lambda: profiler_overhead.measure(min(repeats, 5)),
+        # The step breakdown's cost outside its window (callbacks.step_breakdown): 3 A/B
+        # pairs (their spread hides a 3% effect either way) and 3 runs accounted inside.
+        "profiler": lambda: profiler_overhead.measure(min(repeats, 3)),
         # Three train.py processes that compile (about 2 minutes): one trio, as the figure
         # is a ratio of several in wall time (compiling runs in worker processes).
         "restart": lambda: warm_restart.measure(1),
