@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from litforge.monitors.step_breakdown_trace import analyse
+from litforge.monitors.step_breakdown_trace import analyse, host_steps
 
 # Runs in HTA's interpreter: its temporal breakdown of the traces in argv[1], as JSON.
 HTA_SCRIPT = """
@@ -60,7 +60,7 @@ def ours(trace: dict[str, Any]) -> dict[str, Any]:
     if found is None or not found.device:
         raise SystemExit("the trace has no profiled steps with GPU kernels")
     span = kernel_span(trace)
-    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    steps = host_steps(trace["traceEvents"])
     # The same instants over HTA's span: clip the steps to it and split again.
     clipped = {**trace, "traceEvents": [e for e in trace["traceEvents"] if e not in steps] + [
         {**e, "ts": max(float(e["ts"]), span[0]),

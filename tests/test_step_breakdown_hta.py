@@ -34,6 +34,8 @@ TRACE = {
         _x("sgemm_backward", 1070, 20, cat="kernel", tid=7, stream=7, device=0, correlation=2),
         _x("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1085, 10, cat="kernel", tid=8, stream=8,
            device=0, correlation=3),
+        # Kineto's copy of the step range on the device's timeline: not the host's window
+        _x("ProfilerStep#3", 1050, 60, cat="gpu_user_annotation", tid=7),
     ],
 }  # fmt: skip
 

@@ -199,10 +199,17 @@ def _device_segments(events: list[dict[str, Any]], host: list[Segment], t0: floa
     return pieces, spent
 
 
+def host_steps(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The host's `ProfilerStep#N` ranges (on a GPU, Kineto copies each range onto the
+    device's timeline too, as `gpu_user_annotation`: not those)."""
+    return [e for e in events if e.get("cat") == "user_annotation"
+            and str(e.get("name", "")).startswith("ProfilerStep#")]  # fmt: skip
+
+
 def analyse(trace: Mapping[str, Any], callbacks: Mapping[str, tuple[str, str]]) -> Breakdown | None:
     """The breakdown of a Chrome trace's `ProfilerStep#N` window (None when it has none)."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    steps = host_steps(events)
     if not steps:
         return None
     thread = (steps[0]["pid"], steps[0]["tid"])
