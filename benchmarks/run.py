@@ -76,7 +76,7 @@ def groups(repeats: int) -> dict[str, Callable[[], dict[str, Figure]]]:
         # is a ratio of several in wall time (compiling runs in worker processes).
         "restart": lambda: warm_restart.measure(1),
         # fp8 against bf16: gpt_char's validation loss after the same steps (safety, not
-        # speed: a CPU has no FP8 units); three runs of 150 steps, about 2.5 minutes.
+        # speed: a CPU has no FP8 units); four runs of 100 steps, about 3 minutes.
         "fp8": fp8_safety.measure,
         # Opt-in (--only): what each default callback costs is in `hooks` now, steadier than
         # numerics' A/B ratio; distributed starts ~20 processes (90 s); compile compiles.

@@ -140,8 +140,8 @@ def test_a_rerun_starts_from_a_clean_report_and_keeps_the_old_one(tmp_path, caps
 
 def _ran_as(precision: str) -> str:
     """What the probe records a precision ran as: fp8 is bf16 autocast plus float8 layers
-    (experiment=precision_ab's GPT has 5 Linear layers, every one a multiple of 16 wide)."""
-    return "bf16-mixed + float8 in 5 Linear layers" if precision == "fp8" else precision
+    (experiment=precision_ab's GPT has 5 Linear layers, all but lm_head in float8)."""
+    return "bf16-mixed + float8 in 4 Linear layers" if precision == "fp8" else precision
 
 
 def test_sweep_values_put_float32_first_and_quote_it():
