@@ -231,3 +231,20 @@ def test_a_tar_with_a_directory_before_its_samples_reads_from_byte_0(tmp_path):
     put(str(tmp_path / "wds" / "a.tar"), sink.getvalue())
     data = open_source(str(tmp_path / "wds"), columns=["cls"])
     assert [int(data[i][0]) for i in range(3)] == [0, 1, 2] and data.tars[0]["blocks"][0][0] == 0
+
+
+def test_webdataset_blocks_are_read_ahead_as_a_range_per_tar_in_the_orders_epoch(tmp_path):
+    from litforge.data.shards.order import BlockOrderSampler
+
+    url = str(tmp_path / "wds")
+    numbered_tars(url, 640, per_tar=320)  # 2 tars of 5 blocks
+    data, alone = (
+        open_source(url, columns=["npy", "cls"]),
+        open_source(url, columns=["npy", "cls"], readahead_bytes=0),
+    )
+    made, made_alone = reads(data), reads(alone)
+    indices = list(BlockOrderSampler(data.counts, data.index.samples_per_block, seed=3, window=2))
+    got = [(data[i][0].tolist(), int(data[i][1])) for i in indices]
+    assert got == [(alone[int(i)][0].tolist(), int(alone[int(i)][1])) for i in indices]
+    assert sorted(y for _, y in got) == list(range(640))
+    assert len(made_alone) == 10 and len(made) <= 2  # a block a read, against a tar a read

@@ -48,15 +48,17 @@ def open_source(url: str, format: str | None = None, columns: Any = None,
         if format == "shards":
             raise ConfigError(f"{key}.columns is for Parquet or WebDataset files; {url} holds "
                               "neither (*.parquet, *.tar)")  # fmt: skip
-    # The knobs of litforge's own reader alone (its read-ahead) stay with it.
     files = {k: v for k, v in reader.items() if k in FILE_READER_KEYS}
     if format == "parquet":
         from litforge.data.formats.parquet import ParquetDataset
 
+        # No read-ahead: a row group is one read already (pyarrow writes them up to 1 Mi
+        # rows), and its bytes are not known before its file's footer is read.
         return ParquetDataset(url, mapping, **files)
     from litforge.data.formats.webdataset import WebDatasetDataset
 
-    return WebDatasetDataset(url, mapping, **files)
+    ahead = {k: v for k, v in reader.items() if k in ("readahead_bytes", "read_threads")}
+    return WebDatasetDataset(url, mapping, **files, **ahead)
 
 
 def detect(url: str, storage_options: dict[str, Any] | None = None) -> str | None:

@@ -194,7 +194,7 @@ class ParquetDataset(FileDataset):
 
     # -- blocks ---------------------------------------------------------------------------
 
-    def _decode(self, file: int, block: int) -> list[Any]:
+    def _decode(self, file: int, block: int, ahead: bytes | None = None) -> list[Any]:
         pa, _ = pyarrow_modules()
         per, starts = self.layout.samples_per_block, self._group_starts[file]
         first, last = block * per, min((block + 1) * per, self.counts[file])

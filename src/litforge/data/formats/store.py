@@ -26,6 +26,7 @@ from litforge.data.shards.access import retried, stall_advice
 from litforge.data.shards.blocks import Damaged
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
+from litforge.data.shards.readahead import ReadsAhead
 from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
@@ -48,7 +49,7 @@ def _stamp(entry: dict[str, Any]) -> str:
     return ""
 
 
-class FileDataset(Dataset):
+class FileDataset(ReadsAhead, Dataset):
     """The samples of the files of one format at `url` (a directory, or a prefix of file
     names such as `URL/train` for `URL/train-00000.parquet`), by global index."""
 
@@ -89,7 +90,7 @@ class FileDataset(Dataset):
     # -- the store --------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:  # to DataLoader workers: no live connection
-        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict()}
+        return {**self.__dict__, "_fs": None, "_blocks": OrderedDict(), "_ahead": None}
 
     @property
     def fs(self) -> Any:
@@ -200,14 +201,15 @@ class FileDataset(Dataset):
         if key in self._blocks:
             self._blocks.move_to_end(key)
         else:
-            self._blocks[key] = self._decode(*key)
+            self._blocks[key] = self._decode(*key, self._read_ahead(*key, index))
             if len(self._blocks) > self.memory_blocks:
                 self._blocks.popitem(last=False)
         return self._blocks[key][within % per]
 
-    def _decode(self, file: int, block: int) -> list[Any]:
+    def _decode(self, file: int, block: int, ahead: bytes | None = None) -> list[Any]:
         """Block `block` of file `file` as its samples (`samples_per_block`, fewer at a
-        file's end), or one line naming the file."""
+        file's end), or one line naming the file; `ahead`: its bytes, checked, from the
+        read-ahead (a reader that has one)."""
         raise NotImplementedError
 
     def locate(self, index: int) -> tuple[str, int]:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from litforge.data.formats.columns import Columns, decode_member
 from litforge.data.formats.source import FileLayout, FilePart
 from litforge.data.formats.store import FileDataset, Listed
 from litforge.data.shards.blocks import Damaged
+from litforge.data.shards.faults import DamagedShards
 from litforge.errors import redact_url
 
 log = logging.getLogger("litforge")
@@ -44,8 +46,12 @@ class WebDatasetDataset(FileDataset):
     advice = "write the tar again, or move it out of the directory"
     block_advice = "fixed for tars: raise data.num_workers instead"
 
-    def __init__(self, url: str, columns: Columns, **reader: Any) -> None:
+    def __init__(self, url: str, columns: Columns, readahead_bytes: int = 64 << 20,
+                 read_threads: int = 8, **reader: Any) -> None:  # fmt: skip
         super().__init__(url, **reader)
+        # As for litforge's shards (`ShardedDataset`): the order's next blocks fetched
+        # ahead as few range reads, on read_threads at once (0 bytes: none).
+        self.readahead_bytes, self.read_threads = readahead_bytes, read_threads
         self.columns = columns
         self.tars = self._indexed()
         for listed, entry in zip(self.files, self.tars, strict=True):
@@ -172,21 +178,21 @@ class WebDatasetDataset(FileDataset):
 
     # -- blocks ---------------------------------------------------------------------------
 
-    def _decode(self, file: int, block: int) -> list[Any]:
+    def _decode(self, file: int, block: int, ahead: bytes | None = None) -> list[Any]:
         name = self.files[file].name
         start, end, digest = self.tars[file]["blocks"][block]
-        key = f"{self._cache_key}-{name}-{block}"
-        data = self._cache.get(key) if self._cache is not None else None
-        if data is not None and (len(data) != end - start or tar.block_digest(data) != digest):
-            self._cache.drop(key)  # another writer's, or a damaged disk: read again
-            data = None
+        key = self._block_key(file, block)
+        data = ahead
+        if data is None and self._cache is not None:
+            data = self._cache.get(key)
+            if data is not None and (len(data) != end - start or tar.block_digest(data) != digest):
+                self._cache.drop(key)  # another writer's, or a damaged disk: read again
+                data = None
         if data is None:
-            data = self._read_block(file, block, start, end)
-            if tar.block_digest(data) != digest:
-                raise self.damaged(name, f"block {block} (bytes {start}-{end}) does not match "
-                                   "its digest in the index (changed since it was indexed?)")  # fmt: skip
-            if self._cache is not None:
-                self._cache.put(key, data)
+            got = self.fetch_run(file, block, block)[block]
+            if isinstance(got, DamagedShards):
+                raise got
+            data = got
         expected = min(BLOCK_SAMPLES, self.counts[file] - block * BLOCK_SAMPLES)
         try:
             samples = tar.samples_in(data, expected)
@@ -194,19 +200,52 @@ class WebDatasetDataset(FileDataset):
         except (Damaged, ValueError) as err:
             raise self.damaged(name, f"block {block}: {err}") from None
 
-    def _read_block(self, file: int, block: int, start: int, end: int) -> bytes:
-        """The block's bytes; the last block's read takes the tar header after it too, which
-        must be the end of the archive (an index cut short there would drop samples)."""
-        if block < len(self.tars[file]["blocks"]) - 1:
-            return self.read(file, start, end)
-        data = self.read(file, start, min(end + tar.BLOCK, self.files[file].bytes))
-        if data[end - start :] != bytes(tar.BLOCK):
-            raise self.damaged(
-                self.files[file].name,
-                f"no end of the archive at byte {end}, where {self._shown_index()} says its "
-                "last sample ends (delete that index to read the tar as it is now)",
-            )
-        return data[: end - start]
+    # -- what the read-ahead asks (readahead.RangeSource) ------------------------------
+
+    def learn_spans(self, files: list[int], pool: ThreadPoolExecutor) -> None:
+        """Known from the index already."""
+
+    def span(self, file: int, block: int) -> tuple[int, int]:
+        start, end, _ = self.tars[file]["blocks"][block]
+        return start, end
+
+    def cached(self, file: int, block: int) -> bool:
+        return self._cache is not None and self._cache.has(self._block_key(file, block))
+
+    def fetch_run(self, file: int, first: int, last: int) -> dict[int, bytes | DamagedShards]:
+        """Blocks `first`..`last` of tar `file` in one range read, each checked against its
+        digest (a mismatch is its one line, raised when that block is taken) and cached.
+        A run to the tar's last block takes the tar header after it too, which must be the
+        end of the archive (an index cut short there would drop samples)."""
+        name, blocks = self.files[file].name, self.tars[file]["blocks"]
+        start, end = blocks[first][0], blocks[last][1]
+        if last < len(blocks) - 1:
+            raw = self.read(file, start, end)
+        else:
+            raw = self.read(file, start, min(end + tar.BLOCK, self.files[file].bytes))
+            if raw[end - start :] != bytes(tar.BLOCK):
+                raise self.damaged(name, f"no end of the archive at byte {end}, where "
+                                   f"{self._shown_index()} says its last sample ends (delete "
+                                   "that index to read the tar as it is now)")  # fmt: skip
+        view = memoryview(raw)
+        out: dict[int, bytes | DamagedShards] = {}
+        good = []
+        for block in range(first, last + 1):
+            a, b, digest = blocks[block]
+            piece = bytes(view[a - start : b - start])
+            if tar.block_digest(piece) != digest:
+                out[block] = self.damaged(name, f"block {block} (bytes {a}-{b}) does not match "
+                                          "its digest in the index (changed since it was "
+                                          "indexed?)")  # fmt: skip
+                continue
+            out[block] = piece
+            good.append((self._block_key(file, block), piece))
+        if self._cache is not None:
+            self._cache.put_many(good)
+        return out
+
+    def _block_key(self, file: int, block: int) -> str:
+        return f"{self._cache_key}-{self.files[file].name}-{block}"
 
     def _sample(self, key: str, members: dict[str, bytes]) -> Any:
         wanted = self.columns.names or list(members)

@@ -20,20 +20,42 @@ decodes and collates, where `cat_ranges` blocks its caller until every range is 
 
 from __future__ import annotations
 
-import contextlib
+import os
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from litforge.data.shards import format as fmt
-from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
-from litforge.data.shards.order import BlockOrder, Plan
-
-if TYPE_CHECKING:
-    from litforge.data.shards.reader import ShardedDataset
+from litforge.data.shards.faults import DamagedShards
+from litforge.data.shards.order import BlockOrder, Plan, Planned
 
 Place = tuple[int, int]  # (group, place in the group's block order)
+
+
+class RangeSource(Protocol):
+    """What the read-ahead asks of a dataset of files cut into blocks (litforge's shards,
+    WebDataset tars)."""
+
+    counts: list[int]  # samples per file
+
+    @property
+    def fs(self) -> Any: ...
+
+    @property
+    def index(self) -> Any: ...  # .samples_per_block
+
+    def learn_spans(self, files: list[int], pool: ThreadPoolExecutor) -> None:
+        """Make the blocks' byte ranges of `files` known (a shard's header read) on `pool`;
+        a file that fails is left for its first read to say so."""
+
+    def span(self, file: int, block: int) -> tuple[int, int] | None:
+        """The block's byte range; None: not known (the block is read alone)."""
+
+    def cached(self, file: int, block: int) -> bool: ...
+
+    def fetch_run(self, file: int, first: int, last: int) -> dict[int, bytes | DamagedShards]:
+        """Blocks `first`..`last` of `file` in one range read, each checked (a damaged one
+        as its one-line error, raised when it is taken) and written to the disk cache."""
 
 
 @dataclass
@@ -48,7 +70,7 @@ class _Slot:
 class ReadAhead:
     """The next blocks of `data`'s order, `budget` bytes ahead, on `threads` threads."""
 
-    def __init__(self, data: ShardedDataset, budget: int, threads: int) -> None:
+    def __init__(self, data: RangeSource, budget: int, threads: int) -> None:
         self.data, self.budget = data, budget
         # A refill (half the budget) splits into ranges for every thread, yet none smaller
         # than a MiB: fewer requests count for more than more of them at once.
@@ -120,13 +142,14 @@ class ReadAhead:
             at, (shard, block) = self._peeked
             if at[0] not in seen_groups:  # a group's headers, in parallel, once
                 seen_groups.add(at[0])
-                self._headers(at[0])
-            header = self.data._headers.get(shard)
+                assert self.order is not None
+                self.data.learn_spans(self.order.groups[at[0]], self.pool)
+            span = self.data.span(shard, block)
             key = (shard, block)
-            if header is None or key in self.slots or self.data._cached(shard, block):
+            if span is None or key in self.slots or self.data.cached(shard, block):
                 self._peeked, self.frontier = None, at  # read alone, or already here
                 continue
-            size = header[0][block + 1] - header[0][block]
+            size = span[1] - span[0]
             if size > room and (horizon or self.held):  # at most one block past the budget
                 break
             room -= size
@@ -144,56 +167,31 @@ class ReadAhead:
                 run.append(entry)
             runs.append((shard, run))
         for shard, run in sorted(runs, key=lambda r: min(b[1] for b in r[1])):  # urgent first
-            future = self.pool.submit(self._fetch, shard, run[0][0], run[-1][0])
+            future = self.pool.submit(self.data.fetch_run, shard, run[0][0], run[-1][0])
             self.ranges += 1
             for block, at, size in run:
                 self.slots[(shard, block)] = _Slot(at, size, future)
                 self.held += size
         self.peak = max(self.peak, self.held)
 
-    def _headers(self, group: int) -> None:
-        """Load the headers of `group`'s shards at once; one that fails is left to the
-        reader, which then raises its error at that shard's first read, as without this."""
-
-        def load(shard: int) -> None:
-            # A header that does not read is said by the read that needs it, not here.
-            with contextlib.suppress(DamagedShards, DataStoreUnreachable):
-                self.data._header(shard)
-
-        assert self.order is not None
-        data, missing = (
-            self.data,
-            [s for s in self.order.groups[group] if s not in self.data._headers],
-        )
-        cached = [
-            s for s in missing if data._cache is not None and data._cache.has(data._header_key(s))
-        ]
-        for shard in cached:  # a warm cache: no thread started (it cost more than the read)
-            load(shard)
-        list(self.pool.map(load, [s for s in missing if s not in cached]))
-
-    def _fetch(self, shard: int, first: int, last: int) -> dict[int, bytes | DamagedShards]:
-        """Blocks `first`..`last` of `shard` in one range, each checked (a damaged one is
-        its one-line error, raised when it is taken) and cached."""
-        data = self.data
-        name = data.index.shards[shard].name
-        offsets, digests = data._headers[shard]
-        start = offsets[first]
-        raw = memoryview(data._shard_bytes(shard, start, offsets[last + 1]))
-        out: dict[int, Any] = {}
-        good = []
-        for block in range(first, last + 1):
-            piece = bytes(raw[offsets[block] - start : offsets[block + 1] - start])
-            try:
-                fmt.check_block(piece, block, offsets[block], offsets[block + 1], digests[block])
-            except fmt.Damaged as err:
-                out[block] = data._damaged(name, str(err))
-                continue
-            out[block] = piece
-            good.append((data._block_key(shard, block), piece))
-        if data._cache is not None:
-            data._cache.put_many(good)
-        return out
-
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ReadsAhead:
+    """A dataset's read-ahead, made in the process that reads (the main one, or each
+    DataLoader worker: a pickled dataset carries none) on its first planned index."""
+
+    readahead_bytes = 0  # 0: none, each block is its own request
+    read_threads = 1
+    _ahead: ReadAhead | None = None
+    _ahead_pid = 0
+
+    def _read_ahead(self, file: int, block: int, index: int | None) -> bytes | None:
+        """The block from the read-ahead, when `index` came with its order's plan."""
+        if not isinstance(index, Planned) or self.readahead_bytes <= 0:
+            return None
+        if self._ahead is None or self._ahead_pid != os.getpid():  # one per process
+            self._ahead = ReadAhead(self, self.readahead_bytes, self.read_threads)  # type: ignore[arg-type]
+            self._ahead_pid = os.getpid()
+        return self._ahead.take(index.plan, index, file, block)

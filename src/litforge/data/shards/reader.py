@@ -31,8 +31,8 @@ from litforge.data.shards.access import one_try as _one_try
 from litforge.data.shards.access import retried, stall_advice
 from litforge.data.shards.cache import BlockCache
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
-from litforge.data.shards.order import Planned
-from litforge.data.shards.readahead import ReadAhead
+from litforge.data.shards.ranges import ShardRanges
+from litforge.data.shards.readahead import ReadsAhead
 from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
@@ -49,7 +49,7 @@ def _range_damage(err: Exception) -> Exception | None:
     return _PastTheEnd() if past else None
 
 
-class ShardedDataset(Dataset):
+class ShardedDataset(ShardRanges, ReadsAhead, Dataset):
     """The samples of the shards at `url` (written by `write_shards`), by global index."""
 
     def __init__(
@@ -68,8 +68,6 @@ class ShardedDataset(Dataset):
         # Bytes of the order's next blocks fetched ahead and not yet read (0: none, each
         # block is its own request), on read_threads concurrent range requests.
         self.readahead_bytes, self.read_threads = readahead_bytes, read_threads
-        self._ahead: ReadAhead | None = None
-        self._ahead_pid = 0
         self.url, self.cache_dir, self.cache_bytes = url, cache_dir, cache_bytes
         self.retries, self.backoff_s = retries, backoff_s
         self.storage_options = _one_try(url, dict(storage_options or {}))
@@ -213,25 +211,12 @@ class ShardedDataset(Dataset):
             f"{redact_url(self.url).rstrip('/')}/{name}: damaged: {what}; {fmt.REWRITE}"
         )
 
-    def _read_ahead(self, shard: int, block: int, index: int | None) -> bytes | None:
-        """The block from the read-ahead, when `index` came with its order's plan."""
-        if not isinstance(index, Planned) or self.readahead_bytes <= 0:
-            return None
-        plan = index.plan
-        if self._ahead is None or self._ahead_pid != os.getpid():  # one per process
-            self._ahead = ReadAhead(self, self.readahead_bytes, self.read_threads)
-            self._ahead_pid = os.getpid()
-        return self._ahead.take(plan, index, shard, block)  # type: ignore[arg-type]
-
     def _block_key(self, shard: int, block: int) -> str:
         # Datasets may share one cache directory: keyed on the URL and index bytes too.
         return f"{self._cache_key}-{self.index.shards[shard].name}-{block}"
 
     def _header_key(self, shard: int) -> str:
         return f"{self._cache_key}-{self.index.shards[shard].name}-header"
-
-    def _cached(self, shard: int, block: int) -> bool:
-        return self._cache is not None and self._cache.has(self._block_key(shard, block))
 
     def _block_bytes(self, shard: int, block: int) -> bytes:
         """Block `block` of `shard`, from the disk cache or the store, as its digest says."""
