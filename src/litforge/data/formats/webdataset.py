@@ -31,6 +31,7 @@ from litforge.data.formats.source import FileLayout, FilePart
 from litforge.data.formats.store import FileDataset, Listed
 from litforge.data.shards.blocks import Damaged
 from litforge.data.shards.faults import DamagedShards
+from litforge.data.shards.readahead import split_run
 from litforge.errors import redact_url
 
 log = logging.getLogger("litforge")
@@ -227,22 +228,16 @@ class WebDatasetDataset(FileDataset):
                 raise self.damaged(name, f"no end of the archive at byte {end}, where "
                                    f"{self._shown_index()} says its last sample ends (delete "
                                    "that index to read the tar as it is now)")  # fmt: skip
-        view = memoryview(raw)
-        out: dict[int, bytes | DamagedShards] = {}
-        good = []
-        for block in range(first, last + 1):
+
+        def damage(block: int, piece: bytes) -> DamagedShards | None:
             a, b, digest = blocks[block]
-            piece = bytes(view[a - start : b - start])
-            if tar.block_digest(piece) != digest:
-                out[block] = self.damaged(name, f"block {block} (bytes {a}-{b}) does not match "
-                                          "its digest in the index (changed since it was "
-                                          "indexed?)")  # fmt: skip
-                continue
-            out[block] = piece
-            good.append((self._block_key(file, block), piece))
-        if self._cache is not None:
-            self._cache.put_many(good)
-        return out
+            if tar.block_digest(piece) == digest:
+                return None
+            return self.damaged(name, f"block {block} (bytes {a}-{b}) does not match its "
+                                "digest in the index (changed since it was indexed?)")  # fmt: skip
+
+        return split_run(raw, start, range(first, last + 1), lambda b: blocks[b][:2], damage,
+                         lambda b: self._block_key(file, b), self._cache)  # fmt: skip
 
     def _block_key(self, file: int, block: int) -> str:
         return f"{self._cache_key}-{self.files[file].name}-{block}"

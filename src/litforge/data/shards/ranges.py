@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from litforge.data.shards import format as fmt
 from litforge.data.shards.faults import DamagedShards, DataStoreUnreachable
+from litforge.data.shards.readahead import split_run
 
 if TYPE_CHECKING:
     from litforge.data.shards.cache import BlockCache
@@ -47,19 +48,15 @@ class ShardRanges:
     def fetch_run(self, file: int, first: int, last: int) -> dict[int, bytes | DamagedShards]:
         name = self.index.shards[file].name
         offsets, digests = self._headers[file]
-        start = offsets[first]
-        raw = memoryview(self._shard_bytes(file, start, offsets[last + 1]))
-        out: dict[int, bytes | DamagedShards] = {}
-        good = []
-        for block in range(first, last + 1):
-            piece = bytes(raw[offsets[block] - start : offsets[block + 1] - start])
+
+        def damage(block: int, piece: bytes) -> DamagedShards | None:
             try:
                 fmt.check_block(piece, block, offsets[block], offsets[block + 1], digests[block])
             except fmt.Damaged as err:
-                out[block] = self._damaged(name, str(err))
-                continue
-            out[block] = piece
-            good.append((self._block_key(file, block), piece))
-        if self._cache is not None:
-            self._cache.put_many(good)
-        return out
+                return self._damaged(name, str(err))
+            return None
+
+        raw = self._shard_bytes(file, offsets[first], offsets[last + 1])
+        return split_run(raw, offsets[first], range(first, last + 1),
+                         lambda b: (offsets[b], offsets[b + 1]), damage,
+                         lambda b: self._block_key(file, b), self._cache)  # fmt: skip

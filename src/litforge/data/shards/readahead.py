@@ -21,7 +21,7 @@ decodes and collates, where `cat_ranges` blocks its caller until every range is 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -195,3 +195,24 @@ class ReadsAhead:
             self._ahead = ReadAhead(self, self.readahead_bytes, self.read_threads)  # type: ignore[arg-type]
             self._ahead_pid = os.getpid()
         return self._ahead.take(index.plan, index, file, block)
+
+
+def split_run(raw: bytes, start: int, blocks: range, span: Callable[[int], tuple[int, int]],
+              damage: Callable[[int, bytes], DamagedShards | None], key: Callable[[int], str],
+              cache: Any) -> dict[int, bytes | DamagedShards]:  # fmt: skip
+    """A run's bytes (from byte `start` of its file) cut into its `blocks`: each one's
+    bytes, or what `damage` finds wrong with them (raised when that block is taken); the
+    sound ones written to `cache` (a `BlockCache`, or None) at once."""
+    view = memoryview(raw)
+    out: dict[int, bytes | DamagedShards] = {}
+    good = []
+    for block in blocks:
+        a, b = span(block)
+        piece = bytes(view[a - start : b - start])
+        fault = damage(block, piece)
+        out[block] = piece if fault is None else fault
+        if fault is None:
+            good.append((key(block), piece))
+    if cache is not None:
+        cache.put_many(good)
+    return out
