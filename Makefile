@@ -62,6 +62,11 @@ dashboard: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+# Counted per-step cost (valgrind's instruction count, never in CI; ~15 min on 2 cores):
+# litforge's callbacks and logger over Lightning's minimal Trainer, benchmarks/results/exact.json.
+bench-exact: $(STAMP)
+	$(BIN)/python -m benchmarks.exact $(BENCH_ARGS)
+
 # The same run in float32 and each mixed precision this machine has (conf/experiment/
 # precision_ab.yaml): multirun/train/precision_ab/precision_ab.{md,json,png}.
 compare-precision: $(STAMP)
