@@ -22,7 +22,7 @@ from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from litforge import compiling, console, hooks
+from litforge import compiling, console, hooks, precision
 from litforge.checkpointing.model_record import ModelRecord
 from litforge.errors import ConfigError
 from litforge.extras import missing_extra
@@ -36,7 +36,6 @@ from litforge.precision import (
     LIGHTNING_CPU_FP16_WARNING,
     apply_matmul_precision,
     check_hardware,
-    convert_module,
     effective_precision,
     explain,
     scaler_plugin,
@@ -84,16 +83,15 @@ def announce(path: str, node: Any) -> None:
 
 
 def build_module(cfg: DictConfig, compiled: bool = True) -> L.LightningModule:
-    """The LightningModule of `cfg.model`, its `_target_` children (the net) built first
-    and passed in, with `model.freeze` applied; its optimizer built once on its trainable
-    parameters to check it is one. `compile.enabled=true` compiles it in place (a missing
-    compiler is one line here) unless `compiled=False` (the memory budget measures it
-    uncompiled)."""
+    """The LightningModule of `cfg.model` (its `_target_` children, the net, built first
+    and passed in), `model.freeze` and precision=fp8's float8 layers applied, its optimizer
+    built once to check it is one; `compile.enabled=true` compiles it in place (a missing
+    compiler is one line) unless `compiled=False` (the memory budget measures it uncompiled)."""
     announce("model", cfg.model)
     module = construct(cfg.model, "model")
     check_kind(module, L.LightningModule, "model", cfg.model)
     freeze(module, FreezeSettings.of(cfg).freeze)
-    convert_module(cfg, module)  # precision=fp8: before compile, sharding and the optimizer
+    precision.convert_module(cfg, module)  # before compile, sharding and the optimizer
     check_optimizer(cfg.model, module)
     if is_fsdp_run(cfg):  # before any process starts
         check_shardable(module)

@@ -71,7 +71,7 @@ class PrecisionSettings(Settings):
     @classmethod
     def check_across(cls, plain: dict[str, Any]) -> None:
         """fp8 runs its float8 matmuls inside bfloat16 autocast: trainer.precision=bf16-mixed."""
-        fp8 = (plain.get("precision") or {}).get("fp8", "off")
+        fp8 = (plain.get("precision") or {}).get("fp8")  # absent: off, the schema's default
         trainer = (plain.get("trainer") or {}).get("precision")
         if fp8 in FP8_RECIPES[1:] and str(trainer) != "bf16-mixed":
             raise ConfigError(

@@ -25,7 +25,7 @@ import lightning as L
 import torch
 
 from litforge import console
-from litforge.monitors.numerics.float8 import Float8Casts, float8_table
+from litforge.monitors.numerics.float8 import Float8Casts, float8_table, precision_label
 from litforge.monitors.numerics.probes import (
     ActivationPeaks,
     HostRing,
@@ -35,7 +35,6 @@ from litforge.monitors.numerics.probes import (
 from litforge.monitors.numerics.report import Fault, activation_table, block, what
 from litforge.monitors.numerics.settings import POLICIES, NumericsSettings
 from litforge.monitors.numerics.stop import NumericsFault, fail_if_weights_broken, stop
-from litforge.precision.fp8.training import describe
 from litforge.tracking.step_metrics import is_logging_step, log_step_metrics
 
 __all__ = ["POLICIES", "NumericsFault", "NumericsWatch"]
@@ -86,14 +85,10 @@ class NumericsWatch(L.Callback):
         self._values: list[float] | None = None  # this step's row, where it was read
         self._fault: Fault | None = None
         self._bad = self._steps = self._skipped = self._in_row = 0
-        self._precision = str(trainer.precision)
-        float8 = describe(pl_module)
-        if float8:  # precision=fp8: Lightning runs bf16-mixed around torchao's layers
-            self._precision = f"{trainer.precision} + {float8}"
+        self._precision = precision_label(trainer, pl_module)  # fp8: + its float8 layers
         if self.activations:
             self._peaks = ActivationPeaks(pl_module)
-            casts = Float8Casts(pl_module)
-            self._casts = casts if len(casts) else None
+            self._casts = Float8Casts.of(pl_module)
         for problem in vanishing_eps(trainer.optimizers) if trainer.is_global_zero else []:
             console.warn(
                 f"numerics: {problem}, so the first update can make weights non-finite; raise "

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-from litforge.precision.fp8.training import is_float8
+from litforge.precision.fp8.training import describe, is_float8
+
+
+def precision_label(trainer: Any, module: torch.nn.Module) -> str:
+    """The precision a report names: Lightning's, plus torchao's float8 layers where the
+    model has them (precision=fp8 runs bf16-mixed around them)."""
+    float8 = describe(module)
+    return f"{trainer.precision} + {float8}" if float8 else str(trainer.precision)
 
 
 def _subnormal(dtype: torch.dtype) -> float:
@@ -70,6 +77,12 @@ class Float8Casts:
 
     def __len__(self) -> int:
         return len(self._handles)
+
+    @classmethod
+    def of(cls, module: torch.nn.Module) -> Float8Casts | None:
+        """Hooks on `module`'s float8 layers; None when it has none."""
+        casts = cls(module)
+        return casts if len(casts) else None
 
     def _slot(self, name: str, device: torch.device) -> torch.Tensor:
         state = self._state.get(name)
