@@ -1,5 +1,5 @@
 """Device leases of `hydra/launcher=gpus` across the sweeps of one machine: two sweeps
-never run trials on one device at once, a dead holder's lease is free, and a lease file
+(batches, or trial by trial) never run trials on one device at once, a dead holder's lease is free, and a lease file
 that someone else made into something else is one line, never a hang."""
 
 from __future__ import annotations
@@ -16,19 +16,43 @@ from litforge.errors import ConfigError
 from litforge.sweeps.pool.leases import Leases
 from tests.sweeps.test_gpu_pool import finish, jobs_seen, overlapping, plain_sweep
 
+# litforge's Optuna sweeper hands the launcher one trial at a time: it says so before asking.
+TRIALS = (
+    "hydra/sweeper=litforge_optuna", "hydra.sweeper.pruner=none", "hydra.sweeper.n_trials=2",
+    "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler=grid",
+)  # fmt: skip
 
-def test_two_sweeps_with_overlapping_devices_never_run_two_trials_on_one(tmp_path):
+
+@pytest.mark.parametrize(
+    ("first_args", "second_args", "waiting"),
+    [
+        (("x=1,2",), ("x=3,4",), "trial job #1 waits"),  # Hydra's basic sweeper: a batch
+        pytest.param(
+            (*TRIALS, "x=choice(1,2)"),
+            (*TRIALS, "x=choice(3,4)"),
+            "the next trial waits",
+            id="trial-by-trial",
+        ),
+    ],
+)
+def test_two_sweeps_with_overlapping_devices_never_run_two_trials_on_one(
+    tmp_path, first_args, second_args, waiting
+):
     leases = tmp_path / "leases"
-    gate = tmp_path / "go"  # the first sweep's trials run until the second one waits
+    gate = tmp_path / "go"  # the trials run until the second sweep waits
     first = plain_sweep(
-        tmp_path / "a", "hydra.launcher.devices=[0,1]", "x=1,2", f"hold={gate}", leases=leases
-    )
+        tmp_path / "a", "hydra.launcher.devices=[0,1]", *first_args, f"hold={gate}",
+        leases=leases,
+    )  # fmt: skip
     deadline = time.monotonic() + 120
     while len(jobs_seen(tmp_path / "a")) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    second = plain_sweep(tmp_path / "b", "hydra.launcher.devices=[1,2]", "x=3,4", leases=leases)
+    second = plain_sweep(
+        tmp_path / "b", "hydra.launcher.devices=[1,2]", *second_args, f"hold={gate}",
+        leases=leases,
+    )  # fmt: skip
     said = []
-    while not any(" waits: " in line for line in said) and time.monotonic() < deadline + 120:
+    while not any(" waits: " in line for line in said) and second.poll() is None:
         said.append(second.stdout.readline())
     gate.touch()
     (code_a, out_a), (code_b, out_b) = finish(first), finish(second)
@@ -42,7 +66,7 @@ def test_two_sweeps_with_overlapping_devices_never_run_two_trials_on_one(tmp_pat
                 assert not overlapping(run, other), (run, other)
     waits = [line for line in out_b.splitlines() if " waits: " in line]
     assert len(waits) == 1, out_b  # said once, with who holds the device
-    assert f"device(s) [1] are in use by pid {first.pid}" in waits[0], waits
+    assert f"{waiting}: device(s) [1] are in use by pid {first.pid}" in waits[0], waits
 
 
 def test_a_lease_is_held_by_one_and_free_once_its_holder_is_killed(tmp_path):

@@ -1,7 +1,8 @@
 """litforge's Optuna sweeper under `hydra/launcher=gpus`, trial by trial: a trial is asked and
 started the moment a device frees (pruned trials free theirs at once), never on a device
-another trial of this or another sweep holds; two pools on one journal study run each
-trial once; kill -9 loses no finished trial and the same command resumes.
+another trial of this sweep holds (of another sweep: test_device_leases); two pools on one
+journal study run each trial once; kill -9 loses no finished trial and the same command
+resumes.
 
 The trials are the plain Hydra app of tests/sweeps/pool_app (it sleeps, or waits for a
 file): the checks read the order of events (the sweep's own lines, the trials' records),
@@ -15,24 +16,11 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tests.sweeps.test_gpu_pool import _alive, finish, jobs_seen, overlapping, plain_sweep
 
 OPTUNA = ("hydra/sweeper=litforge_optuna", "hydra.sweeper.pruner=none")
-
-
-def _events(out: str) -> list[tuple[str, int]]:
-    """The sweep's lines for trial starts and ends, in order: ('start'|'end', job number)."""
-    found = []
-    for line in out.splitlines():
-        if "] trial job #" not in line:
-            continue
-        number = int(line.split("trial job #", 1)[1].split()[0])
-        if " started on device" in line:
-            found.append(("start", number))
-        elif " finished: " in line or " ended: " in line:
-            found.append(("end", number))
-    return found
 
 
 def _wait_for(check, timeout: float = 120) -> bool:
@@ -55,34 +43,40 @@ def _study(journal: Path, name: str = "app") -> optuna.Study:
 
 
 def test_a_trial_starts_the_moment_a_device_frees_and_no_two_share_one(tmp_path):
-    # 8 trials of 0.4 to 2.5 s on 4 devices: with batches of 4, a short trial's device would
-    # stay idle until the longest of its batch ends.
-    code, out = finish(plain_sweep(
-        tmp_path, "hydra.launcher.devices=[0,1,2,3]", *OPTUNA, "hydra.sweeper.n_trials=8",
-        "hydra.sweeper.n_jobs=4", "hydra.sweeper.sampler=grid",
-        "x=choice(1,2,3,4,5,6,7,8)", "sleep=0.1", "sleep_x=0.3",
-    ))  # fmt: skip
+    # 8 trials on 4 devices, each running until the test opens its gate. One gate at a
+    # time: the next trial must start on the freed device while the other three still run
+    # (with batches of 4 it would wait for all of them, forever).
+    sweep_dir, gates = tmp_path / "sweep", tmp_path / "gates"
+    gates.mkdir()
+    process = plain_sweep(
+        sweep_dir, "hydra.launcher.devices=[0,1,2,3]", *OPTUNA, "hydra.sweeper.n_trials=8",
+        "hydra.sweeper.n_jobs=4", "hydra.sweeper.sampler=grid", "x=choice(1,2,3,4,5,6,7,8)",
+        f"gates={gates}",
+    )  # fmt: skip
+    running = lambda: {s["num"]: s for s in jobs_seen(sweep_dir) if "end" not in s}  # noqa: E731
+    try:
+        assert _wait_for(lambda: len(running()) == 4), process.pid
+        for release in (2, 0, 3, 1):  # an order other than the trials' own
+            before = running()
+            (gates / str(release)).touch()
+            assert _wait_for(lambda: set(running()) - set(before)), (release, before)  # noqa: B023
+            now = running()
+            (started,) = set(now) - set(before)
+            assert set(now) == set(before) - {release} | {started}  # the others still run
+            assert now[started]["devices"] == before[release]["devices"]  # the freed one
+        for number in range(8):
+            (gates / str(number)).touch()
+        code, out = finish(process)
+    finally:
+        process.kill()
     assert code == 0, out[-3000:]
-    events = _events(out)
-    assert sorted(n for kind, n in events if kind == "start") == list(range(8))
-    running, ended = set(), 0
-    for i, (kind, number) in enumerate(events):
-        if kind == "start":
-            running.add(number)
-            continue
-        # The first end of each group the pool collected together: every device that freed
-        # before it had its next trial already (none waited while a device was free).
-        if events[i - 1][0] == "start":
-            assert len(running) == min(4, 8 - ended), (i, events)
-        running.discard(number)
-        ended += 1
-    seen = jobs_seen(tmp_path)
-    assert len(seen) == 8
+    seen = jobs_seen(sweep_dir)
+    assert sorted(s["num"] for s in seen) == list(range(8))
     for job in seen:
         for other in seen:
             if other is not job and overlapping(job, other):
                 assert job["devices"] != other["devices"], (job, other)
-    rows = _rows(tmp_path)
+    rows = _rows(sweep_dir)
     assert sorted(int(r["number"]) for r in rows) == list(range(8))
     assert {r["state"] for r in rows} == {"COMPLETE"}
     assert sorted(float(r["x"]) for r in rows) == [1, 2, 3, 4, 5, 6, 7, 8]  # each point once
@@ -111,59 +105,20 @@ def test_pruned_trials_free_their_device_at_once(tmp_path):
     assert states == {1.0: "COMPLETE", 3.0: "PRUNED", 4.0: "PRUNED", 5.0: "PRUNED", 6.0: "PRUNED"}
 
 
-def test_two_sweeps_trial_by_trial_never_share_a_device_and_a_waiting_one_says_so_once(
-    tmp_path,
-):
-    leases, gate = tmp_path / "leases", tmp_path / "go"
-    first = plain_sweep(
-        tmp_path / "a", "hydra.launcher.devices=[0,1]", *OPTUNA, "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler=grid", "x=choice(1,2)",
-        f"hold={gate}", leases=leases,
-    )  # fmt: skip
-    assert _wait_for(lambda: len(jobs_seen(tmp_path / "a")) == 2), first.pid
-    second = plain_sweep(
-        tmp_path / "b", "hydra.launcher.devices=[1,2]", *OPTUNA, "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler=grid", "x=choice(3,4,5)",
-        leases=leases,
-    )  # fmt: skip
-    said = []
-    while not any(" waits: " in line for line in said) and second.poll() is None:
-        said.append(second.stdout.readline())
-    gate.touch()
-    (code_a, out_a), (code_b, out_b) = finish(first), finish(second)
-    out_b = "".join(said) + out_b
-    assert code_a == 0 and code_b == 0, out_a[-2000:] + out_b[-2000:]
-    runs = jobs_seen(tmp_path / "a") + jobs_seen(tmp_path / "b")
-    assert len(runs) == 5
-    for run in runs:
-        for other in runs:
-            if other is not run and run["devices"] == other["devices"]:
-                assert not overlapping(run, other), (run, other)
-    waits = [line for line in out_b.splitlines() if " waits: " in line]
-    assert len(waits) == 1, out_b
-    assert f"the next trial waits: device(s) [1] are in use by pid {first.pid}" in waits[0]
-
-
 def test_two_pools_on_one_journal_study_run_each_trial_once(tmp_path):
-    # Two "machines": their own sweep directories and devices, one journal study.
+    # Two "machines": their own sweep directories and devices, one journal study, the same
+    # command otherwise.
     journal = tmp_path / "shared" / "study.journal"
     journal.parent.mkdir()
+    common = (
+        *OPTUNA, f"hydra.sweeper.storage={journal}", "hydra.sweeper.study_name=shared",
+        "hydra.sweeper.n_trials=10", "hydra.sweeper.n_jobs=2", "hydra.sweeper.seed=1",
+        "hydra.sweeper.sampler=random", "x=interval(0, 2)", "sleep=0.2",
+        "hydra.sweeper.stale_s=8",
+    )  # fmt: skip
     workers = [
-        plain_sweep(
-            tmp_path / name,
-            f"hydra.launcher.devices={devices}",
-            *OPTUNA,
-            f"hydra.sweeper.storage={journal}",
-            "hydra.sweeper.study_name=shared",
-            "hydra.sweeper.n_trials=10",
-            "hydra.sweeper.n_jobs=2",
-            f"hydra.sweeper.seed={seed}",
-            "hydra.sweeper.sampler=random",
-            "x=interval(0, 2)",
-            "sleep=0.2",
-            "hydra.sweeper.stale_s=8",
-        )  # fmt: skip
-        for name, devices, seed in (("m1", "[0,1]", 1), ("m2", "[2,3]", 2))
+        plain_sweep(tmp_path / name, f"hydra.launcher.devices={devices}", *common)
+        for name, devices in (("m1", "[0,1]"), ("m2", "[2,3]"))
     ]
     for worker in workers:
         code, out = finish(worker)
@@ -189,6 +144,10 @@ def test_two_pools_on_one_journal_study_run_each_trial_once(tmp_path):
                 assert Path(row["run_dir"]).parent.name == ran[trial.number]
 
 
+# Slow: three sweeps. make test covers kill -9 leaving no trial process
+# (test_gpu_pool) and SIGTERM through the trial-by-trial pool (test_pool_lifecycle's Optuna
+# case); the slow tier's digits sweeps resume each trial from its checkpoint.
+@pytest.mark.slow
 def test_kill_9_mid_sweep_loses_no_finished_trial_and_the_same_command_resumes(tmp_path):
     sweep_dir, gate = tmp_path / "sweep", tmp_path / "open"
     common = (

@@ -1,7 +1,7 @@
 """A plain Hydra app (no litforge model) for `hydra/launcher=gpus`: each job writes what it
 saw (its devices, threads, pid, start and end) to job.json in its directory, sleeps
 `sleep` (+ `sleep_x` times x, + `lengths[job number % len(lengths)]`) seconds (and until
-the file `hold` exists), and returns x squared; the job whose x is `fail_on` raises instead,
+the file `hold`, or `gates`/<job number>, exists), and returns x squared; the job whose x is `fail_on` raises instead,
 and the one whose x is `exit_on` ends its process without a word. With `prune: true` (under
 litforge's Optuna sweeper) a job first reports x squared to its trial (trial number = job
 number) and, when the study's pruner says so, stops there: pruned.
@@ -55,7 +55,8 @@ def main(cfg: DictConfig) -> float:
         os.read(os.pipe()[0], 1)  # never returns: nothing writes to the pipe
     by_number = float(cfg.lengths[seen["num"] % len(cfg.lengths)]) if cfg.lengths else 0.0
     time.sleep(float(cfg.sleep) + float(cfg.sleep_x) * float(cfg.x) + by_number)
-    while cfg.hold and not Path(cfg.hold).exists() and time.time() - seen["start"] < 300:
+    gate = cfg.hold or (cfg.gates and Path(cfg.gates) / str(seen["num"]))
+    while gate and not Path(gate).exists() and time.time() - seen["start"] < 300:
         time.sleep(0.05)  # until the test says (another sweep is waiting for this device)
     out.write_text(json.dumps({**seen, "end": time.time()}))
     if cfg.fail_on is not None and float(cfg.x) == float(cfg.fail_on):

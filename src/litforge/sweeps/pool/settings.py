@@ -50,8 +50,10 @@ a process of its own running train.py, with its own CUDA_VISIBLE_DEVICES, side b
   python train.py -m hparams_search=digits_optuna hydra/launcher=gpus hydra.sweeper.n_jobs=4
 A trial with trainer.devices=d takes d devices and starts its own DDP ranks, so N/d trials
 run at once. Each trial's run.json and the sweep's trials.csv record its devices.
-With the Optuna sweeper, hydra.sweeper.n_jobs is how many trials are asked at once: set it
-to what the devices hold (4 cards, trainer.devices=1: n_jobs=4).
+With litforge's Optuna sweeper each trial is asked and started the moment devices for it
+free, at most hydra.sweeper.n_jobs at once: set it to what the devices hold (4 cards,
+trainer.devices=1: n_jobs=4). Other sweepers hand over batches, each job started as its
+devices free.
 """
 
     devices: str | int | list[int] | None = key(
