@@ -252,6 +252,8 @@ OPTIONAL = {
         "src/litforge/conf/callbacks/numerics.yaml",
         "src/litforge/conf/callbacks/throughput.yaml",
         "src/litforge/conf/callbacks/out_of_memory.yaml",
+        "src/litforge/conf/callbacks/step_breakdown.yaml",
+        "src/litforge/conf/debug/profile.yaml",
     ],
     "planning": ["src/litforge/planning"],
     "precision checks": ["src/litforge/precision_checks", "conf/experiment/precision_ab.yaml"],

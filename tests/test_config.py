@@ -21,9 +21,11 @@ options = conf_options
 
 def test_the_groups_the_readme_promises_exist():
     assert set(GROUPS) >= {"data", "model", "precision", "trainer", "logger", "callbacks", "debug"}
-    assert set(options("precision")) == {"32", "16-mixed", "bf16-mixed", "bf16-true", "16-true"}
+    assert set(options("precision")) == {
+        "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "fp8", "fp8-rowwise"
+    }
     assert {"default", "cpu", "gpu", "ddp"} <= set(options("trainer"))
-    assert {"fdr", "overfit", "limit", "profiler"} <= set(options("debug"))
+    assert {"fdr", "overfit", "limit", "profiler", "profile"} <= set(options("debug"))
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,7 @@ def test_any_trainer_key_overrides_without_plus(make_cfg):
 
 
 @pytest.mark.parametrize(
-    "override", ["precision=fp8", "model=resnet", "data=imagenet", "trainer=tpu"]
+    "override", ["precision=fp4", "model=resnet", "data=imagenet", "trainer=tpu"]
 )
 def test_unknown_group_option_names_the_valid_ones(make_cfg, override):
     with pytest.raises(MissingConfigException) as err:

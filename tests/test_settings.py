@@ -46,6 +46,9 @@ def test_the_composed_defaults_are_the_schemas(make_cfg):
             # node, not in a job's config (tests/test_monitor_settings.py composes it)
             continue
         plain = evaluate if schema.GROUP_FILE == "litforge/eval_settings.yaml" else train
+        group, _, name = schema.GROUP.partition(".")
+        if group == "callbacks" and name not in plain["callbacks"]:  # an opt-in callback
+            plain = OmegaConf.to_container(make_cfg(f"callbacks=[default,{name}]"), resolve=False)
         node = plain
         for part in filter(None, schema.GROUP.split(".")):
             node = node[part]

@@ -13,14 +13,12 @@ import lightning as L
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from litforge import training as train_entry
 from litforge.monitors.step_breakdown import StepBreakdown
 from litforge.monitors.step_breakdown_report import advice
-from litforge.monitors.step_breakdown_settings import StepBreakdownSettings
 from litforge.monitors.step_breakdown_trace import analyse, host_segments
 from tests.helpers import ROOT, run_entry
 from tests.test_bad_input import assert_one_line_error, run
@@ -235,12 +233,6 @@ def test_bad_values_get_one_line(tmp_path, capfd, args, key):
     run_dir = tmp_path / "run"
     code, out, err = run(train_entry.main, ["trainer=cpu", "debug=profile", *args], run_dir, capfd)
     assert_one_line_error(code, out, err, key)
-
-
-def test_the_callbacks_file_holds_the_schemas_defaults():
-    node = OmegaConf.load(SRC / "conf" / "callbacks" / "step_breakdown.yaml").step_breakdown
-    assert node._target_ == StepBreakdownSettings.TARGET
-    assert {k: v for k, v in node.items() if k != "_target_"} == StepBreakdownSettings.defaults()
 
 
 @pytest.mark.slow

@@ -20,9 +20,7 @@ class StepBreakdownSettings(Settings):
 
     GROUP = "callbacks.step_breakdown"
     TITLE = "callbacks.step_breakdown"
-    # Not generated: tests/test_settings.py composes the default run, which has no
-    # step_breakdown; tests/test_step_breakdown.py holds the file to these defaults instead.
-    GROUP_FILE = None
+    GROUP_FILE = "callbacks/step_breakdown.yaml"
     NODE = "step_breakdown"
     TARGET = "litforge.monitors.step_breakdown.StepBreakdown"
 
