@@ -55,15 +55,26 @@ ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "CI": "1", **KERNELS}
 OUT = RESULTS / "exact.json"
 
 
-def _child(model: str, side: str, mode: str, out: str = "-") -> list[str]:
-    start, end = WINDOWS[model]
-    return ["-m", "benchmarks.exact_child", model, side, str(start), str(end), mode, out]
+# Parts of the template switched off one at a time (`--parts`): what each adds per step.
+PARTS = {
+    "checkpointing (saves, resume and preemption callbacks)": "checkpoint=none",
+    "NumericsWatch": "callbacks.numerics=null",
+    "ThroughputMFU": "callbacks.throughput=null",
+    "LearningRateMonitor": "callbacks.lr_monitor=null",
+    "LogFastPath": "callbacks.log_fast_path=null",
+}
 
 
-def instructions(model: str, side: str, library: Path) -> float:
-    """Instructions per step of `side` in `model`'s window."""
+def _child(model: str, side: str, mode: str, out: str = "-", *extra: str) -> list[str]:
     start, end = WINDOWS[model]
-    return count(_child(model, side, "instructions"), library, ENV) / (end - start)
+    return ["-m", "benchmarks.exact_child", model, side, str(start), str(end), mode, out, *extra]
+
+
+def instructions(model: str, side: str, library: Path, *extra: str) -> float:
+    """Instructions per step of `side` in `model`'s window (extra: template overrides)."""
+    start, end = WINDOWS[model]
+    argv = _child(model, side, "instructions", "-", *extra)
+    return count(argv, library, ENV)["window"] / (end - start)
 
 
 def calls(model: str, side: str) -> dict[str, float]:
@@ -83,16 +94,25 @@ def calls(model: str, side: str) -> dict[str, float]:
     return {label: n / (end - start) for label, n in found.items()}
 
 
-def measure(models: list[str], jobs: int) -> dict[str, Figure]:
+def measure(models: list[str], jobs: int, parts: bool) -> dict[str, Figure]:
     with tempfile.TemporaryDirectory(prefix="litforge-exact-") as tmp:
         library = build(Path(tmp))
-        runs = [(m, s) for m in models for s in SIDES]
+        runs = [(m, s, "") for m in models for s in SIDES]
+        runs += [(m, "template", o) for m in models for o in PARTS.values()] if parts else []
+
+        def one(run: tuple[str, str, str]) -> float:
+            model, side, override = run
+            return instructions(model, side, library, *([override] if override else []))
+
         # Counts do not depend on what else runs: the processes may share the cores.
         with ThreadPoolExecutor(jobs) as pool:
-            counted = dict(zip(runs, pool.map(lambda r: instructions(*r, library), runs)))
+            counted = dict(zip(runs, pool.map(one, runs), strict=True))
     figures = {}
     for model in models:
-        ins = {side: counted[model, side] for side in SIDES}
+        ins = {side: counted[model, side, ""] for side in SIDES}
+        # What each part adds per step, as a share of the minimal Trainer's step.
+        without = {name: (ins["template"] - counted[model, "template", o]) / ins["lightning"]
+                   for name, o in PARTS.items() if (model, "template", o) in counted}  # fmt: skip
         per_call = {side: calls(model, side) for side in SIDES}
         total = {side: sum(per_call[side].values()) for side in SIDES}
         parts = {label: round(n, 1) for label, n in sorted(per_call["template"].items(),
@@ -114,6 +134,7 @@ def measure(models: list[str], jobs: int) -> dict[str, Figure]:
                 "calls_per_step": {s: round(v, 1) for s, v in total.items()},
                 "calls_ratio": round(total["template"] / total["lightning"], 4),
                 "template_calls_per_step_by_part": parts,
+                "instructions_share_by_part": {k: round(v, 5) for k, v in without.items()},
             },
         )
     return figures
@@ -135,6 +156,10 @@ def table(figures: dict[str, Figure], previous: dict[str, Any]) -> str:
             f"| {ins['lightning']:,} | {fig.extra['calls_ratio']:.4f} | {change} |"
         )
     for name, fig in figures.items():
+        if fig.extra["instructions_share_by_part"]:
+            lines += ["", f"{name}: instructions each part adds per step (template without it)"]
+            lines += [f"  {share:>+9.2%}  {part}" for part, share in
+                      fig.extra["instructions_share_by_part"].items()]  # fmt: skip
         lines += ["", f"{name}: template calls per step, by part"]
         lines += [f"  {n:>9.1f}  {label}" for label, n in
                   fig.extra["template_calls_per_step_by_part"].items()]  # fmt: skip
@@ -145,24 +170,29 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="cnn,gpt", help="comma-separated: cnn, gpt")
     parser.add_argument("--jobs", type=int, default=2, help="valgrind processes at once")
+    parser.add_argument(
+        "--parts", action="store_true", help="also count the template without each of PARTS"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"JSON to write (default {OUT})")
     args = parser.parse_args(argv)
     why = missing()
     if why:
         sys.exit(f"bench-exact: {why}")
     from benchmarks.run import machine
 
-    previous = json.loads(OUT.read_text()) if OUT.exists() else {}
+    out: Path = args.out
+    previous = json.loads(out.read_text()) if out.exists() else {}
     started = time.perf_counter()
-    figures = measure([m for m in args.models.split(",") if m], args.jobs)
+    figures = measure([m for m in args.models.split(",") if m], args.jobs, args.parts)
     info = {**machine(), "wall_s": round(time.perf_counter() - started),
             "load_average": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
     payload = {"machine": info, **{k: f.to_json() for k, f in figures.items()}}
     if previous:
         payload["previous"] = {k: v for k, v in previous.items() if k != "previous"}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(payload, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n")
     print(table(figures, previous))
-    print(f"\n{info['wall_s']} s, load average {info['load_average']}; wrote {OUT}")
+    print(f"\n{info['wall_s']} s, load average {info['load_average']}; wrote {out}")
 
 
 if __name__ == "__main__":

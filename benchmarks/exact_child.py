@@ -1,9 +1,10 @@
 """One side of `benchmarks.exact`, trained in a process of its own, counting one window.
 
-`python -m benchmarks.exact_child MODEL SIDE START END MODE OUT` trains SIDE
+`python -m benchmarks.exact_child MODEL SIDE START END MODE OUT [OVERRIDE...]` trains SIDE
 (`template` or `lightning`, as `benchmarks.overhead` builds them) of MODEL for END + 1
 optimizer steps and counts what happens from the end of step START to the end of step
-END, in one of two modes:
+END (the overrides, e.g. `callbacks.numerics=null`, go to the model's experiment), in
+one of two modes:
 
   instructions  under `valgrind --tool=callgrind --instr-atstart=no`: instrumentation
                 starts at the window's first mark and the counters are dumped at its last
@@ -56,7 +57,9 @@ class LabelledCount(CallCount):
                     setattr(logger, name, self.label(getattr(logger, name), label))
 
 
-def run(model: str, side: str, start: int, end: int, mode: str, out: Path) -> None:
+def run(
+    model: str, side: str, start: int, end: int, mode: str, out: Path, extra: list[str]
+) -> None:
     harness.setup()
     marks: dict[str, Any] = {}
     if mode == "instructions":
@@ -84,7 +87,7 @@ def run(model: str, side: str, start: int, end: int, mode: str, out: Path) -> No
     relay.TurnCallback.on_train_batch_end = mark  # type: ignore[method-assign]
     run_dir = harness.scratch_dir()
     try:
-        train = SIDES[side](overhead.MODELS[model]["overrides"], run_dir)
+        train = SIDES[side]([*overhead.MODELS[model]["overrides"], *extra], run_dir)
         train(SimpleNamespace(total_steps=end + 1))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -93,5 +96,5 @@ def run(model: str, side: str, start: int, end: int, mode: str, out: Path) -> No
 
 
 if __name__ == "__main__":
-    model, side, first, last, mode, out = sys.argv[1:7]
-    run(model, side, int(first), int(last), mode, Path(out))
+    model, side, first, last, mode, out, *extra = sys.argv[1:]
+    run(model, side, int(first), int(last), mode, Path(out), extra)

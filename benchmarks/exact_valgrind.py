@@ -4,8 +4,9 @@ callgrind's client requests (valgrind/callgrind.h) are C macros: a tiny shared l
 built here with the system's C compiler exposes them to Python through ctypes. Outside
 valgrind they do nothing. A process run by `count()` starts uninstrumented
 (`--instr-atstart=no`, several times faster than instrumented), calls `lf_start()` and
-`lf_zero()` where its window opens and `lf_dump(b"window")` where it closes; `count()`
-reads the instructions of that dump.
+`lf_zero()` where its window opens and `lf_dump(b"label")` where it closes (a dump also
+zeroes the counters: the next window starts there); `count()` reads the instructions of
+each labelled dump.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def client() -> ctypes.CDLL:
     return ctypes.CDLL(os.environ[LIBRARY_ENV])
 
 
-def count(argv: list[str], library: Path, env: dict[str, str] | None = None) -> int:
-    """Instructions executed in the window of `python argv...` run under callgrind."""
+def count(argv: list[str], library: Path, env: dict[str, str] | None = None) -> dict[str, int]:
+    """label -> instructions of each window `python argv...` dumped under callgrind."""
     with tempfile.TemporaryDirectory(prefix="litforge-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         command = [
@@ -69,15 +70,19 @@ def count(argv: list[str], library: Path, env: dict[str, str] | None = None) -> 
         done = subprocess.run(command, env=child_env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed under callgrind:\n{done.stderr[-3000:]}")
-        return window_instructions(Path(tmp))
+        found = windows(Path(tmp))
+    if not found:
+        raise RuntimeError(f"{' '.join(argv)}: no window dump (its marks were never reached)")
+    return found
 
 
-def window_instructions(directory: Path) -> int:
-    """The instruction count of the dump a client request labelled "window"."""
+def windows(directory: Path) -> dict[str, int]:
+    """label -> instruction count of each dump a client request asked for."""
+    found = {}
     for dump in sorted(directory.glob("callgrind.out*")):
         text = dump.read_text(errors="replace")
-        if "Trigger: Client Request: window" in text:
-            found = re.search(r"^summary:\s*(\d+)", text, re.MULTILINE)
-            if found:
-                return int(found.group(1))
-    raise RuntimeError(f"no window dump in {directory}: the window's marks were never reached")
+        label = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.MULTILINE)
+        total = re.search(r"^summary:\s*(\d+)", text, re.MULTILINE)
+        if label and total:
+            found[label.group(1)] = int(total.group(1))
+    return found

@@ -46,23 +46,24 @@ except ImportError as _err:  # pragma: no cover - the module is plain stdlib
 def test_callgrind_window_count_repeats_exactly_and_leaves_start_up_out(tmp_path):
     from benchmarks.exact_valgrind import build, count
 
-    script = tmp_path / "window.py"
+    script = tmp_path / "windows.py"
     script.write_text(
-        "import sys\n"
         "from benchmarks.exact_valgrind import client\n"
-        "import json, decimal  # start-up work the window must not hold\n"
+        "import json, decimal  # start-up work no window may hold\n"
         "cg = client()\n"
         "def work():\n"
         "    return sum(i * i for i in range(1000))\n"
         "cg.lf_start(); cg.lf_zero()\n"
-        "for _ in range(int(sys.argv[1])):\n"
+        "for _ in range(20):\n"
         "    work()\n"
-        "cg.lf_dump(b'window'); cg.lf_stop()\n"
+        "cg.lf_dump(b'twenty')\n"
+        "for _ in range(40):\n"
+        "    work()\n"
+        "cg.lf_dump(b'forty'); cg.lf_stop()\n"
     )
     library = build(tmp_path)
     env = {"PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
-    once, again = (count([str(script), "20"], library, env) for _ in range(2))
-    twice = count([str(script), "40"], library, env)
-    assert once == again  # counted, not timed: the same on every run
-    # The window holds the loop only: twice the loop, twice the count (start-up left out).
-    assert 1.99 < twice / once < 2.01, (once, twice)
+    first, second = (count([str(script)], library, env) for _ in range(2))
+    assert first == second  # counted, not timed: the same in every process
+    # A window holds its own loop only: twice the loop, twice the count.
+    assert 1.99 < first["forty"] / first["twenty"] < 2.01, first
