@@ -13,7 +13,7 @@ from litforge import build, checkpointing, console, hooks, run_record
 from litforge.cli import entry_point
 from litforge.errors import ConfigError
 from litforge.evaluation_settings import InferenceSettings, SampleSettings
-from litforge.precision import on_cuda
+from litforge.precision import on_cuda, requested_precision
 from litforge.validation.checks import check_config
 
 
@@ -50,7 +50,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     metrics = run_record.floats(results[0])
     metrics.update(
         ckpt_path=str(cfg.ckpt_path),
-        precision_requested=str(cfg.trainer.precision),
+        precision_requested=requested_precision(cfg),
         precision_effective=build.effective_precision(trainer),
     )
     run_record.write_metrics(run_dir, metrics)

@@ -18,6 +18,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from litforge import entry_point, steps
+from litforge.precision import requested_precision
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             verbose=steps.interactive(),
         )
         metrics.update(steps.floats(results[0]))
-    metrics.update(steps.final_metrics(trainer, str(cfg.trainer.precision), best.url))
+    metrics.update(steps.final_metrics(trainer, requested_precision(cfg), best.url))
     steps.log_end(trainer, metrics)
     steps.write_metrics(Path(cfg.run_dir), metrics)
     return metrics

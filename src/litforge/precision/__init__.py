@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from litforge.errors import ConfigError
 from litforge.precision_settings import PrecisionSettings
@@ -100,5 +100,22 @@ def convert_module(cfg: DictConfig, module: torch.nn.Module) -> None:
 
 
 def effective_precision(trainer: Any) -> str:
-    """The precision a built Trainer runs (Lightning's name for it)."""
+    """The precision a built Trainer runs (Lightning's name for it); with its model's
+    float8 layers where it has them (precision=fp8 runs bf16-mixed around them)."""
+    module = getattr(trainer, "lightning_module", None)
+    if module is not None:
+        from litforge.precision.fp8.training import describe  # torchao only if it has them
+
+        float8 = describe(module)
+        if float8:
+            return f"{trainer.precision} + {float8}"
     return str(trainer.precision)
+
+
+def requested_precision(cfg: DictConfig) -> str:
+    """The precision a run asked for: the precision option's name for fp8 and fp8-rowwise
+    (trainer.precision there is the bf16-mixed around the float8 layers)."""
+    recipe = OmegaConf.select(cfg, "precision.fp8", default=None)
+    if recipe:
+        return "fp8" if recipe == "tensorwise" else f"fp8-{recipe}"
+    return str(cfg.trainer.precision)
