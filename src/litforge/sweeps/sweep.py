@@ -114,20 +114,8 @@ class Sweep:
                     feed = TrialFeed(self, study, space, sweep_dir, leases, n_trials, window,
                                      stale_s)  # fmt: skip
                     returns = self._feed_launcher(feed, n_jobs)
-                while not by_trial and self.stopped_by is None and not self._signalled(study):
-                    studies.reap_stale(study, stale_s)
-                    trials = study.get_trials(deepcopy=False)
-                    done = sum(studies.counts(t) for t in trials)
-                    running = sum(t.state == TrialState.RUNNING for t in trials)
-                    if done >= n_trials:
-                        break
-                    free = n_trials - done - running
-                    if free <= 0:  # other workers hold the rest; wait for them (or their leases)
-                        time.sleep(min(5.0, stale_s / 4))
-                        continue
-                    batch = self._ask(study, space, min(n_jobs, free), n_trials, leases)
-                    if batch:
-                        returns += self._run(study, space, batch, sweep_dir, leases)
+                else:
+                    returns = self._batches(study, space, sweep_dir, leases, n_trials, n_jobs)
         finally:
             leases.close()
         best = report.write(study, sweep_dir, self.objectives)
@@ -142,6 +130,27 @@ class Sweep:
             print(f"error: no trial of study {study.study_name} finished (see "
                   f"{sweep_dir / 'trials.csv'})", file=sys.stderr, flush=True)  # fmt: skip
             sys.exit(1)
+        return returns
+
+    def _batches(self, study: optuna.Study, space: search_space.SearchSpace, sweep_dir: Path,
+                 leases: studies.Leases, n_trials: int, n_jobs: int) -> list[JobReturn]:  # fmt: skip
+        """Hydra's protocol: up to n_jobs trials asked, launched, and told once all ended."""
+        returns: list[JobReturn] = []
+        stale_s = float(self.settings.get("stale_s", SweeperSettings.stale_s))
+        while self.stopped_by is None and not self._signalled(study):
+            studies.reap_stale(study, stale_s)
+            trials = study.get_trials(deepcopy=False)
+            done = sum(studies.counts(t) for t in trials)
+            running = sum(t.state == TrialState.RUNNING for t in trials)
+            if done >= n_trials:
+                break
+            free = n_trials - done - running
+            if free <= 0:  # other workers hold the rest; wait for them (or their leases)
+                time.sleep(min(5.0, stale_s / 4))
+                continue
+            batch = self._ask(study, space, min(n_jobs, free), n_trials, leases)
+            if batch:
+                returns += self._run(study, space, batch, sweep_dir, leases)
         return returns
 
     def _trial_by_trial(self) -> bool:
