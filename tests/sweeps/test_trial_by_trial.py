@@ -106,19 +106,21 @@ def test_pruned_trials_free_their_device_at_once(tmp_path):
 
 
 def test_two_pools_on_one_journal_study_run_each_trial_once(tmp_path):
-    # Two "machines": their own sweep directories and devices, one journal study, the same
-    # command otherwise.
+    # Two "machines": their own sweep directories, devices and seeds, one journal study, the
+    # same command otherwise.
     journal = tmp_path / "shared" / "study.journal"
     journal.parent.mkdir()
     common = (
         *OPTUNA, f"hydra.sweeper.storage={journal}", "hydra.sweeper.study_name=shared",
-        "hydra.sweeper.n_trials=10", "hydra.sweeper.n_jobs=2", "hydra.sweeper.seed=1",
-        "hydra.sweeper.sampler=random", "x=interval(0, 2)", "sleep=0.2",
-        "hydra.sweeper.stale_s=8",
+        "hydra.sweeper.n_trials=10", "hydra.sweeper.n_jobs=2", "hydra.sweeper.sampler=random",
+        "x=interval(0, 2)", "sleep=0.2", "hydra.sweeper.stale_s=8",
     )  # fmt: skip
     workers = [
-        plain_sweep(tmp_path / name, f"hydra.launcher.devices={devices}", *common)
-        for name, devices in (("m1", "[0,1]"), ("m2", "[2,3]"))
+        plain_sweep(tmp_path / name, f"hydra.launcher.devices={devices}", seed, *common)
+        for name, devices, seed in (
+            ("m1", "[0,1]", "hydra.sweeper.seed=1"),
+            ("m2", "[2,3]", "hydra.sweeper.seed=2"),
+        )
     ]
     for worker in workers:
         code, out = finish(worker)
