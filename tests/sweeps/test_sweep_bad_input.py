@@ -28,6 +28,8 @@ CASES = [
     ([*OPTUNA, "hydra.sweeper.sampler=bogus"], "hydra.sweeper.sampler=bogus is not one of: tpe"),
     ([*OPTUNA, "hydra.sweeper.pruner=bogus"], "hydra.sweeper.pruner=bogus is not one of: median"),
     ([*OPTUNA, "hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 must be an integer >= 1"),
+    ([*OPTUNA, "hydra.sweeper.schedule=sometimes"],
+     "hydra.sweeper.schedule=sometimes: give trials (each trial started as its devices free"),
     ([*OPTUNA, "hydra.sweeper.storage=postgresql://me:s3cret@127.0.0.1:9/db"],
      "hydra.sweeper.storage=postgresql://127.0.0.1:9/db: cannot open it"),
     ([*OPTUNA, "hydra.sweeper.sampler=grid"], "sampler=grid needs a finite set of values"),
