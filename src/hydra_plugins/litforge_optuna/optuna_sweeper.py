@@ -31,7 +31,7 @@ ConfigStore.instance().store(
     node={
         "_target_": "hydra_plugins.litforge_optuna.optuna_sweeper.OptunaSweeper",
         "_recursive_": False,  # a sampler node is built per trial, with that trial's seed
-        "study_name": None, "storage": None, "n_trials": 20, "n_jobs": 1,
+        "study_name": None, "storage": None, "n_trials": 20, "n_jobs": 1, "schedule": "trials",
         "direction": "minimize", "sampler": "tpe", "sampler_options": {}, "pruner": "none",
         "pruner_options": {}, "seed": None, "max_failure_rate": 1.0,
         "custom_search_space": None, "heartbeat_s": 30, "stale_s": 300, "params": {},
