@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks.exact_calls import REST
 from benchmarks.exact_valgrind import build, count, missing
-from benchmarks.harness import RESULTS
+from benchmarks.harness import RESULTS, setup
 from benchmarks.stats import Figure
 
 # Windows (start, end) in optimizer steps: after warm-up, a multiple of log_every_n_steps
@@ -179,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     if why:
         sys.exit(f"bench-exact: {why}")
     from benchmarks.run import machine
+
+    setup()  # one torch thread here too, as in the counted processes (machine() reports it)
 
     out: Path = args.out
     previous = json.loads(out.read_text()) if out.exists() else {}
