@@ -105,6 +105,16 @@ class GpusLauncher(Launcher):
             return [_one_line(r) if r.status == JobStatus.FAILED else r for r in returns]
         return returns
 
+    def launch_each(self, feed: Any, at_once: int) -> None:
+        """Trials one by one, not batches: each asked from `feed` (its `ask`, `started`,
+        `tell`: litforge.sweeps.trial_feed) as soon as its devices are free, at most
+        `at_once` running. litforge's Optuna sweeper uses it where a launcher has it."""
+        from litforge.sweeps.pool.launcher import launch_each
+
+        assert self.config is not None and self.hydra_context is not None
+        launch_each(self.settings, self.hydra_context.config_loader, self.config, feed,
+                    at_once, self.entry)  # fmt: skip
+
 
 def _one_line(ret: JobReturn) -> JobReturn:
     """The failed job's return, with its error as the one line the basic sweeper raises."""

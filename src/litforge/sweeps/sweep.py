@@ -36,6 +36,7 @@ from litforge.sweeps import (
     settings,
     signals,
     trial_dirs,
+    trial_ties,
 )
 from litforge.sweeps import study as studies
 from litforge.sweeps.settings import SweeperSettings
@@ -44,8 +45,6 @@ from litforge.sweeps.trial_feed import TrialFeed
 from litforge.validation import monitor_mode
 
 log = logging.getLogger("litforge")
-PRUNING_CALLBACK = objectives.PRUNING_CALLBACK
-MLFLOW_DEFAULT_URI = "sqlite:///${run_dir}/mlflow.db"  # conf/logger/mlflow.yaml
 
 
 class Sweep:
@@ -154,22 +153,17 @@ class Sweep:
         return returns
 
     def _trial_by_trial(self) -> bool:
-        """Whether the launcher takes trials one by one (hydra/launcher=gpus, unless
-        hydra.sweeper.schedule=batches); any other launcher gets batches of n_jobs."""
+        """Whether the launcher takes trials one by one (one with `launch_each`:
+        hydra/launcher=gpus), unless hydra.sweeper.schedule=batches; any other launcher
+        gets batches of n_jobs."""
         schedule = settings.schedule(self.settings)
-        return schedule == "trials" and type(self.launcher).__name__ == "GpusLauncher"
+        return schedule == "trials" and callable(getattr(self.launcher, "launch_each", None))
 
     def _feed_launcher(self, feed: TrialFeed, n_jobs: int) -> list[JobReturn]:
         """The device pool, asking `feed` for each trial as devices free (n_jobs at most
         at once); the trials it asked and did not tell continue next time."""
-        from litforge.sweeps.pool.launcher import launch_each
-
-        launcher = self.launcher
         try:
-            launch_each(
-                launcher.settings, launcher.hydra_context.config_loader, self.config, feed,
-                n_jobs, launcher.entry,
-            )  # fmt: skip
+            self.launcher.launch_each(feed, n_jobs)
         except BaseException as err:
             feed.abandon(repr(err))
             raise
@@ -287,24 +281,7 @@ class Sweep:
         return overrides
 
     def trial_overrides(self, number: int, study_name: str, sweep_dir: Path) -> list[str]:
-        """What ties a trial's run to the study: the pruning callback's trial number, and
-        the trackers' grouping (W&B group; MLflow nested runs in one sweep-wide store)."""
-        overrides = []
-        if self.moved_to is not None:  # each job composes its config anew
-            overrides.append(f"hydra.sweep.dir={search_space.override_value(str(self.moved_to))}")
-        if OmegaConf.select(self.config, PRUNING_CALLBACK) is not None:
-            overrides.append(f"{PRUNING_CALLBACK}.trial={number}")
-        if OmegaConf.select(self.config, "logger.wandb") is not None:
-            overrides.append(f"logger.wandb.group={study_name}")
-        mlflow = OmegaConf.select(self.config, "logger.mlflow")
-        if mlflow is not None:
-            overrides.append(f"logger.mlflow.parent_run={study_name}")
-            uri = OmegaConf.to_container(mlflow, resolve=False).get("tracking_uri")
-            if uri == MLFLOW_DEFAULT_URI:  # per-run stores would split the study: one for all
-                overrides.append(
-                    f"logger.mlflow.tracking_uri=sqlite:///{sweep_dir.absolute()}/mlflow.db"
-                )
-        return overrides
+        return trial_ties.overrides(self.config, number, study_name, sweep_dir, self.moved_to)
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
         """Record one finished job (litforge.sweeps.outcomes); the first reason to stop wins."""

@@ -23,7 +23,7 @@ from hydra.errors import HydraException
 from litforge.errors import ConfigError
 from litforge.sweeps import outcomes, search_space, signals
 from litforge.sweeps import study as studies
-from litforge.sweeps.pool.launcher import LATER
+from litforge.sweeps.pool.feed import LATER
 
 if TYPE_CHECKING:
     from litforge.sweeps.sweep import Sweep
