@@ -17,8 +17,8 @@ timed, so a loaded machine does not move the figure:
                 what. Calls are not instructions (one tensor op is one call), so the
                 parts are reported, not added up to the figure.
 
-Each side runs in a process of its own (`benchmarks.exact_child`), torch on one thread,
-PYTHONHASHSEED fixed. What is left that depends on the clock is listed in
+Each side runs in a process of its own (`benchmarks.exact_child`), torch on one thread
+with its SSE4.2 kernels (see KERNELS), PYTHONHASHSEED fixed. What is left that depends on the clock is listed in
 docs/performance.md ("Counted per-step cost"). Slow (valgrind): minutes, never in CI.
 """
 

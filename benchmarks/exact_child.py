@@ -15,9 +15,9 @@ one of two modes:
                 (the innermost one, as `benchmarks.hook_costs` charges time), the rest to
                 "Lightning, model and data"; written to OUT as JSON.
 
-The marks are taken where the timed figure takes its turns, in `TurnCallback`'s
-`on_train_batch_end`, which both sides carry; the same process count with no window
-would differ only by the marks themselves.
+The marks are taken where the timed figure hands its turns on: in this process
+`TurnCallback.on_train_batch_end`, which both sides carry and which does nothing when no
+relay runs, is replaced by the marking function, so both sides pay the same for it.
 """
 
 from __future__ import annotations
