@@ -37,6 +37,7 @@ from litforge.errors import ConfigError, redact_url
 from litforge.extras import missing_extra
 
 __all__ = ["DamagedShards", "DataStoreUnreachable", "ShardedDataset"]
+HEADER_READ = 64 << 10  # bytes of a shard's first read: its header, whole in most shards
 
 
 class _PastTheEnd(Exception):
@@ -270,9 +271,11 @@ class ShardedDataset(ShardRanges, ReadsAhead, Dataset):
             state = "empty" if size == 0 else f"{size} bytes"
             raise self._damaged(info.name, f"{state}, {index_url} says {info.bytes} (truncated?)")
         try:
-            first = self._shard_bytes(shard, 0, fmt.HEAD_SIZE)
-            length = fmt.header_size(first, info, per_block, index_url)
-            raw = self._shard_bytes(shard, 0, length)
+            # One read that holds the whole header of up to ~2,700 blocks; a longer one
+            # takes a second (each request to a store waits its round trip).
+            first = self._shard_bytes(shard, 0, min(info.bytes, HEADER_READ))
+            length = fmt.header_size(first[: fmt.HEAD_SIZE], info, per_block, index_url)
+            raw = first[:length] if length <= len(first) else self._shard_bytes(shard, 0, length)
             header = fmt.parse_header(raw, info, per_block, index_url)
         except fmt.Damaged as err:
             raise self._damaged(info.name, str(err)) from None
