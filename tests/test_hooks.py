@@ -38,6 +38,7 @@ NOT_HOOKS = {
         "to_local", "numel", "reset_parameters", "load_state_dict", "batch_sampler", "dataset",
         "scaler", "monitor", "_can_stop_early", "hparams", "get", "trainer",
         "lightning_module", "strict_loading", "on_load_checkpoint", "_trainer",
+        "_logger_connector",
     },
     "transformers' names, read off a Hugging Face model": {
         "is_activation_checkpointing", "_no_split_modules", "get_output_embeddings",

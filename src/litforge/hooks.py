@@ -205,6 +205,28 @@ class AdvisesOnStalls(Protocol):
     def stall_advice(self) -> str: ...
 
 
+# -- Hydra launchers (hydra.launcher) ------------------------------------------------------
+
+
+@runtime_checkable
+class LaunchesEach(Protocol):
+    """A Hydra launcher that takes a sweep's trials one by one rather than in batches:
+    litforge's Optuna sweeper hands it a feed (`litforge.sweeps.pool.feed.Feed`: `ask` the
+    next trial's overrides, `told` each outcome) and at most `at_once` trials run at once
+    (`hydra/launcher=gpus` has it; any other launcher gets batches of n_jobs).
+
+        def launch_each(self, feed, at_once):
+            ...
+    """
+
+    def launch_each(self, feed: Any, at_once: int) -> None: ...
+
+
+def launch_each_of(launcher: Any) -> Callable[[Any, int], None] | None:
+    """The launcher's `launch_each`, or None."""
+    return _method(launcher, "launch_each")
+
+
 # -- accessors: a hook read as litforge's call sites read it ------------------------------
 
 

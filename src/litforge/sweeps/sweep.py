@@ -24,6 +24,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from litforge import hooks
 from litforge.errors import ConfigError, LitforgeError
 from litforge.exits import report_user_errors
 from litforge.sweeps import (
@@ -153,11 +154,10 @@ class Sweep:
         return returns
 
     def _trial_by_trial(self) -> bool:
-        """Whether the launcher takes trials one by one (one with `launch_each`:
-        hydra/launcher=gpus), unless hydra.sweeper.schedule=batches; any other launcher
-        gets batches of n_jobs."""
+        """Whether the launcher takes trials one by one (hooks.LaunchesEach: gpus), unless
+        hydra.sweeper.schedule=batches; any other launcher gets batches of n_jobs."""
         schedule = settings.schedule(self.settings)
-        return schedule == "trials" and callable(getattr(self.launcher, "launch_each", None))
+        return schedule == "trials" and hooks.launch_each_of(self.launcher) is not None
 
     def _feed_launcher(self, feed: TrialFeed, n_jobs: int) -> list[JobReturn]:
         """The device pool, asking `feed` for each trial as devices free (n_jobs at most
