@@ -209,6 +209,7 @@ def test_an_fp8_run_trains_and_resumes_bitwise(tmp_path, capfd):
     assert code == 0, err[-3000:]
     assert re.search(r"fp8: 4 of 5 linear layers \([\d,]+ of [\d,]+ parameters\) train in FP8 "
                      r"\(tensorwise\)", out + err)  # fmt: skip
+    assert "(runs bf16-mixed + float8 in 4 Linear layers)" in out + err  # the budget's row
     finals = json.loads((reference / "metrics.json").read_text())
     assert finals["precision_requested"] == "fp8"
     assert finals["precision_effective"] == "bf16-mixed + float8 in 4 Linear layers"

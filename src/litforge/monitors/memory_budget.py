@@ -6,6 +6,7 @@ it); the figures are `python -m litforge.budget`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from litforge.planning.budget.estimate import device_limit, subject_of
 from litforge.planning.budget.failure import describe
 from litforge.planning.budget.measure import Row
 from litforge.planning.hardware import available_ram
+from litforge.precision.fp8.training import describe as float8_layers
 
 KEY = MemoryBudgetSettings.GROUP
 log = logging.getLogger(__name__)
@@ -119,6 +121,9 @@ class MemoryBudget(L.Callback):
             if is_sharded(trainer.strategy):
                 subject.shards = trainer.world_size
             row = subject.row(trainer.precision, subject.checkpointing)
+            float8 = float8_layers(pl_module)  # precision=fp8: bf16-mixed around float8 layers
+            if float8:
+                row = dataclasses.replace(row, effective=f"{row.effective} + {float8}")
             if any(isinstance(c, WeightAveraging) for c in trainer.callbacks):  # type: ignore[attr-defined]
                 row = report.with_average(row)
             self.estimate = row

@@ -19,7 +19,7 @@ from litforge import run_record
 from litforge.callbacks.effective_batch import EffectiveBatch
 from litforge.checkpointing.direct_write import write_now
 from litforge.launch import multirun
-from litforge.precision import effective_precision
+from litforge.precision import effective_precision, requested_precision
 from litforge.tracking import run_ids
 
 log = logging.getLogger("litforge")
@@ -93,7 +93,7 @@ def log_start(
         "params_total": params,
         "params_trainable": trainable,
         "effective_batch_size": effective_batch,
-        "precision_requested": str(cfg.trainer.precision),
+        "precision_requested": requested_precision(cfg),
         "precision_effective": effective_precision(trainer),
         **run_record.git_state(),
         "run_dir": str(cfg.run_dir),
