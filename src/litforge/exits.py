@@ -149,6 +149,20 @@ class _DropLightningTips(logging.Filter):
         )
 
 
+class _DropTorchaoImportNotes(logging.Filter):
+    """torchao 0.18, whenever it is imported (transformers and peft import it where it is
+    installed): a warning for each kernel its wheel ships that a CPU build of torch cannot
+    load (cutlass sm90a, mxfp8), and torch 2.13's deprecation note on each Enum it
+    registers with pytree; none concerns float8 training or the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("Failed to load ")
+            or "is an Enum subclass and is now natively supported by torch.compile" in message
+        )
+
+
 def silence_known_upstream_warnings() -> None:
     """Messages every run would print that say nothing about the user's run."""
     # torch 2.13 + lightning 2.6.6, on every fit; Lightning's to fix.
@@ -165,3 +179,7 @@ def silence_known_upstream_warnings() -> None:
     )
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_DropLightningTips())
+    for name in ("torchao", "torch.utils._pytree"):
+        found = logging.getLogger(name)
+        if not any(isinstance(f, _DropTorchaoImportNotes) for f in found.filters):
+            found.addFilter(_DropTorchaoImportNotes())

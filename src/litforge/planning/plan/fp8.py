@@ -24,7 +24,18 @@ def uses_of(subject: Subject) -> list[LinearUse]:
             copy = rebuild(subject.module, subject.config)
         picked = {x.name for x in choose(copy, DEFAULT_MIN_DIM) if x.fp8}
         sample = next(t for t in tree_leaves(subject.batch(1)) if isinstance(t, torch.Tensor))
-        _USES[key] = linear_uses(copy, sample, picked)
+        try:
+            _USES[key] = linear_uses(copy, sample, picked)
+        except RuntimeError:
+            # A forward with data-dependent branches cannot run on meta tensors (Hugging
+            # Face's causal mask asks whether its positions are packed). A model fed token
+            # ids applies each Linear layer to every token: as many rows as the sample has.
+            if sample.is_floating_point():
+                raise
+            _USES[key] = [LinearUse(name, sample.numel(), sub.in_features, sub.out_features,
+                                    name in picked)
+                          for name, sub in copy.named_modules()
+                          if isinstance(sub, torch.nn.Linear)]  # fmt: skip
     return _USES[key]
 
 
