@@ -4,6 +4,7 @@ every sample; either all equal the originals, or one line names the damaged file
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,14 +46,14 @@ def read_all(url: str, **options: Any) -> list[Any]:
     return [data[i] for i in range(len(data))]
 
 
-def outcome(url: str, **options: Any) -> tuple[str, Any]:
-    """('samples', [...]) or ('error', exception), reading in a thread: a hang is a
-    failure, not a stuck suite."""
+def outcome(url: str, read: Callable[..., list[Any]] = read_all, **options: Any) -> tuple[str, Any]:
+    """('samples', [...]) or ('error', exception), reading with `read` in a thread: a hang
+    is a failure, not a stuck suite."""
     result: list[tuple[str, Any]] = []
 
     def run() -> None:
         try:
-            result.append(("samples", read_all(url, **options)))
+            result.append(("samples", read(url, **options)))
         except BaseException as err:  # noqa: BLE001 - the test judges every outcome
             result.append(("error", err))
 

@@ -4,7 +4,6 @@ naming the file. Never a traceback, never other samples, never a hang."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,29 +13,22 @@ import torch
 from litforge.data.formats import open_source
 from litforge.errors import ConfigError
 from tests.data.format_data import numbered_parquet, numbered_tars
+from tests.fuzz import shard_data
 from tests.fuzz.damage import damaged_copies
 
 SEED, CASES = 20261206, 40
 SAMPLES = 60
-CASE_TIMEOUT_S = 10.0
+
+
+def read_source(url: str, **options: Any) -> list[Any]:
+    """Every sample of the Parquet files or tars at `url`, through a fresh reader."""
+    data = open_source(url, retries=0, **options)
+    return [data[i] for i in range(len(data))]
 
 
 def outcome(url: str, **options: Any) -> tuple[str, Any]:
     """('samples', [...]) or ('error', exception), read in a thread (a hang fails)."""
-    result: list[tuple[str, Any]] = []
-
-    def run() -> None:
-        try:
-            data = open_source(url, retries=0, **options)
-            result.append(("samples", [data[i] for i in range(len(data))]))
-        except BaseException as err:  # noqa: BLE001 - the test judges every outcome
-            result.append(("error", err))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(CASE_TIMEOUT_S)
-    assert result, f"reading {url} hung for {CASE_TIMEOUT_S} s"
-    return result[0]
+    return shard_data.outcome(url, read=read_source, **options)
 
 
 def check(label: str, url: str, name: str, held: range, **options: Any) -> str:
